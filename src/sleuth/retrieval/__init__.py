@@ -1,0 +1,1 @@
+"""Retrieval: embedding models and hybrid search over a collection."""

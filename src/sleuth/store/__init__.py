@@ -1,0 +1,1 @@
+"""Persistence: the search index (local or Milvus) and the SQL catalog."""

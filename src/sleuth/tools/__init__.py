@@ -1,0 +1,1 @@
+"""sleuth.tools"""
