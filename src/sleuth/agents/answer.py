@@ -1,0 +1,47 @@
+"""The structured final answer and its citations."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Citation(BaseModel):
+    """A cited section: its id, where it sits, and the text that supports the claim."""
+
+    source_id: str = Field(description="Citation id of a section retrieved in this run")
+    title: str = Field(default="", description="The section's title path, ' > '-joined")
+    text: str = Field(default="", description="The cited section's text (may be truncated)")
+
+
+class GeneratedAnswer(BaseModel):
+    """The answer of a run (schema of the legal-react-agent seed, generalised).
+
+    Citation markers in ``answer_text`` are written ``[source_id]``, e.g. ``[BNS_S103]``.
+    """
+
+    answer_text: str = Field(description="The answer, each claim followed by [source_id] markers")
+    key_points: list[str] = Field(default_factory=list, description="Short key points")
+    citations: list[Citation] = Field(default_factory=list)
+    is_insufficient_context: bool = Field(
+        default=False, description="True when the retrieved evidence does not cover the question"
+    )
+
+
+class AnswerDraft(BaseModel):
+    """What a reasoner proposes as its final answer, before citation validation.
+
+    This is also the argument schema of the ``final_answer`` tool an LLM calls.
+    """
+
+    answer_text: str = Field(
+        description="The answer. After each claim, cite the sections it comes from as "
+        "[source_id], using only source_ids returned by the tools."
+    )
+    key_points: list[str] = Field(default_factory=list, description="Two to five key points")
+    citations: list[str] = Field(
+        default_factory=list, description="source_ids of the sections that support the answer"
+    )
+    is_insufficient_context: bool = Field(
+        default=False,
+        description="true if the retrieved sections do not answer the question",
+    )

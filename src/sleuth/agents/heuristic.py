@@ -1,0 +1,176 @@
+"""The deterministic reasoner: sleuth's offline agent, no LLM needed.
+
+It drives the same ReAct graph as an LLM: search with the question's key phrase, read the
+best sections, follow the cross-references they cite, judge whether the evidence covers the
+question (share of the question's content terms found in it), search again for the missing
+terms once if not, then answer extractively with citations — or declare insufficient
+context.
+"""
+
+from __future__ import annotations
+
+from sleuth.agents.answer import AnswerDraft
+from sleuth.agents.reasoner import Decision
+from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
+from sleuth.retrieval.search import join_parts
+from sleuth.retrieval.text import coverage, key_phrase, sentences, terms
+from sleuth.tools.base import RunContext, ToolRegistry
+from sleuth.types import Chunk
+
+SUFFICIENT_COVERAGE = 0.75
+"""Evidence covering at least this share of the question's terms ends the search."""
+ANSWERABLE_COVERAGE = 0.5
+"""Below this share, in the best section, the answer is 'insufficient context'."""
+READ_PER_STEP = 2
+MAX_SENTENCES = 3
+
+
+def _section_text(chunks: list[Chunk]) -> str:
+    return f"{chunks[0].heading}\n{join_parts(chunks)}"
+
+
+def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
+    """Retrieved sections ranked for answering ``question``: (source_id, coverage).
+
+    Score = coverage of the question's terms by the section (title + text), plus half the
+    coverage by its title alone, minus 0.02 per place in retrieval order (earlier is better).
+    """
+    q_terms = set(terms(question))
+    scored = []
+    for order, (sid, chunks) in enumerate(ctx.retrieved.items()):
+        full = coverage(q_terms, _section_text(chunks))
+        title = coverage(q_terms, chunks[0].heading) if q_terms else 0.0
+        scored.append((sid, full, full + 0.5 * title - 0.02 * order))
+    scored.sort(key=lambda item: -item[2])
+    return [(sid, full) for sid, full, _ in scored]
+
+
+def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
+    """An extractive, cited answer from the sections retrieved in this run.
+
+    Picks up to three sentences from the best-ranked sections by how many question terms
+    they share, each followed by its ``[source_id]``. Declares insufficient context when the
+    best section covers less than ``ANSWERABLE_COVERAGE`` of the question's terms.
+    """
+    ranked = rank_sections(question, ctx)
+    if not ranked or ranked[0][1] < ANSWERABLE_COVERAGE:
+        closest = ", ".join(sid for sid, _ in ranked[:3]) or "none"
+        return AnswerDraft(
+            answer_text=(
+                "The knowledge base does not contain enough information to answer this "
+                f"question. The closest sections found ({closest}) do not cover it."
+            ),
+            key_points=[],
+            citations=[],
+            is_insufficient_context=True,
+        )
+    q_terms = set(terms(question))
+    candidates: list[tuple[float, int, int, str, str]] = []
+    for s_rank, (sid, cov) in enumerate(ranked[:3]):
+        if cov < ANSWERABLE_COVERAGE and s_rank > 0:
+            continue
+        chunks = ctx.retrieved[sid]
+        title_terms = set(terms(chunks[0].heading))
+        for position, sentence in enumerate(sentences(join_parts(chunks))):
+            shared = q_terms & set(terms(sentence))
+            if not shared:
+                continue
+            score = len(shared) + 0.5 * len(q_terms & title_terms) - 0.3 * s_rank
+            candidates.append((score, s_rank, position, sid, sentence))
+    candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
+    picked: list[tuple[int, int, str, str]] = []
+    per_section: dict[str, int] = {}
+    for _, s_rank, position, sid, sentence in candidates:
+        if per_section.get(sid, 0) >= 2:
+            continue
+        per_section[sid] = per_section.get(sid, 0) + 1
+        picked.append((s_rank, position, sid, sentence))
+        if len(picked) == MAX_SENTENCES:
+            break
+    if not picked:
+        best = ranked[0][0]
+        picked = [(0, 0, best, sentences(join_parts(ctx.retrieved[best]))[0])]
+    picked.sort()
+    parts = []
+    for _, _, sid, sentence in picked:
+        title = ctx.retrieved[sid][0].title_path[-1] if ctx.retrieved[sid][0].title_path else sid
+        sentence = sentence.rstrip(" .") + "."
+        parts.append(f"{title.rstrip('.')}: {sentence} [{sid}]")
+    cited = list(dict.fromkeys(sid for _, _, sid, _ in picked))
+    return AnswerDraft(
+        answer_text="\n".join(parts),
+        key_points=[p.split(": ", 1)[-1][:200] for p in parts],
+        citations=cited,
+        is_insufficient_context=False,
+    )
+
+
+class HeuristicReasoner:
+    """Deterministic search → read → follow → judge → answer policy (no model)."""
+
+    name = "heuristic"
+
+    def decide(self, state: AgentState, ctx: RunContext, tools: ToolRegistry) -> Decision:
+        question = state.original_query
+        step = state.iteration_count
+        if not ctx.searches:
+            query = key_phrase(question)
+            return self._call(
+                f"I will search the knowledge base for the key phrase '{query}'.",
+                step,
+                [("rag_search", {"query": query, "top_k": 5})],
+            )
+        ranked = rank_sections(question, ctx)
+        unread = [sid for sid, cov in ranked[:READ_PER_STEP] if sid not in ctx.read and cov > 0]
+        if unread:
+            names = ", ".join(f"{sid} ({ctx.retrieved[sid][0].heading})" for sid in unread)
+            return self._call(
+                f"The most relevant sections are {names}; I will read them in full.",
+                step,
+                [("read_section", {"source_id": sid}) for sid in unread],
+            )
+        top = ranked[0][0] if ranked else None
+        if (
+            top
+            and top not in ctx.followed
+            and ranked[0][1] >= ANSWERABLE_COVERAGE
+            and any(r.target_id for c in ctx.retrieved[top] for r in c.references)
+            and "follow_references" in tools
+        ):
+            return self._call(
+                f"{top} cites other sections; I will follow its cross-references.",
+                step,
+                [("follow_references", {"source_id": top})],
+            )
+        q_terms = set(terms(question))
+        evidence = " ".join(_section_text(ctx.retrieved[sid]) for sid, _ in ranked[:3])
+        covered = coverage(q_terms, evidence)
+        if covered < SUFFICIENT_COVERAGE and len(ctx.searches) < 2:
+            missing = [w for w in q_terms if w not in set(terms(evidence))]
+            query = " ".join(missing) + " " + key_phrase(question)
+            return self._call(
+                f"The evidence covers {covered:.0%} of the question's key terms; "
+                f"missing: {', '.join(sorted(missing))}. I will search again.",
+                step,
+                [("rag_search", {"query": query.strip(), "top_k": 5})],
+            )
+        draft = compose_answer(question, ctx)
+        verdict = "enough to answer" if not draft.is_insufficient_context else "not enough"
+        return Decision(
+            thought=f"The evidence covers {covered:.0%} of the question's key terms: "
+            f"{verdict}. I will write the final answer.",
+            draft=draft,
+        )
+
+    def conclude(self, state: AgentState, ctx: RunContext, reason: RunStatus) -> AnswerDraft:
+        return compose_answer(state.original_query, ctx)
+
+    @staticmethod
+    def _call(thought: str, step: int, calls: list[tuple[str, dict]]) -> Decision:
+        return Decision(
+            thought=thought,
+            tool_calls=[
+                ToolCallRequest(id=f"h{step}_{i}", name=name, arguments=args)
+                for i, (name, args) in enumerate(calls)
+            ],
+        )

@@ -1,0 +1,289 @@
+"""The ReAct loop as an explicit LangGraph ``StateGraph``: observe → think → act → observe.
+
+Loop control lives here, not in the reasoner: ``max_iterations`` tool rounds, a wall-clock
+deadline, identical repeated tool calls, and a bound on consecutive unusable model outputs.
+Whatever happens, the ``finalize`` node produces exactly one validated answer and a status.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+
+from sleuth.agents.answer import AnswerDraft
+from sleuth.agents.citations import RemovedCitation, validate_citations
+from sleuth.agents.events import (
+    AnswerEvent,
+    EventEmitter,
+    ObserveEvent,
+    ThinkEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from sleuth.agents.heuristic import compose_answer
+from sleuth.agents.reasoner import Decision, Reasoner
+from sleuth.agents.state import AgentState, AgentStep, AgentStepType, RunStatus, ToolCallRequest
+from sleuth.errors import ToolError
+from sleuth.tools.base import RunContext, ToolRegistry, ToolResult
+
+MAX_OUTPUT_RETRIES = 3
+"""Consecutive unusable model outputs (broken JSON, empty replies) before the run stops."""
+MAX_REPEATS = 2
+"""Identical repeated tool calls tolerated (each answered with a warning) before stopping."""
+PREVIEW_CHARS = 300
+
+
+@dataclass
+class RunRuntime:
+    """Per-run collaborators handed to the graph nodes through the run config."""
+
+    ctx: RunContext
+    tools: ToolRegistry
+    reasoner: Reasoner
+    emitter: EventEmitter
+    deadline: float
+    tool_trace: list[dict[str, Any]] = field(default_factory=list)
+    removed_citations: list[RemovedCitation] = field(default_factory=list)
+    seen_calls: set[str] = field(default_factory=set)
+    stage_ms: dict[str, float] = field(default_factory=dict)
+
+    def timed(self, stage: str, started: float) -> None:
+        self.stage_ms[stage] = self.stage_ms.get(stage, 0.0) + (time.perf_counter() - started) * 1e3
+
+
+def _runtime(config: RunnableConfig) -> RunRuntime:
+    return config["configurable"]["runtime"]
+
+
+def _signature(call: ToolCallRequest) -> str:
+    return f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
+
+
+def _preview(result: ToolResult) -> str:
+    body = json.dumps(result.payload, ensure_ascii=False)
+    return body if len(body) <= PREVIEW_CHARS else body[: PREVIEW_CHARS - 1] + "…"
+
+
+def observe(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+    rt = _runtime(config)
+    if not state.steps:
+        content = (
+            f"Question: {state.original_query} | collection: {state.collection} | "
+            f"tools: {', '.join(rt.tools.names)}"
+        )
+    else:
+        last = state.steps[-1]
+        lines = [r.get("status", "") for r in last.tool_results or []]
+        content = "Observed: " + (" | ".join(lines) if lines else last.content)
+    rt.emitter.emit(ObserveEvent(content=content))
+    return {"steps": [AgentStep(step_type=AgentStepType.OBSERVE, content=content)]}
+
+
+def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+    rt = _runtime(config)
+    started = time.perf_counter()
+    stop: RunStatus | None = None
+    if time.monotonic() > rt.deadline:
+        stop = RunStatus.TIMEOUT
+    elif state.iteration_count >= state.max_iterations:
+        stop = RunStatus.MAX_ITERATIONS
+    if stop is not None:
+        thought = f"Stopping: {stop.value.replace('_', ' ')}; answering from the evidence so far."
+        rt.emitter.emit(ThinkEvent(content=thought, iteration=state.iteration_count))
+        return {
+            "stop_status": stop,
+            "steps": [AgentStep(step_type=AgentStepType.THINK, content=thought)],
+        }
+    try:
+        decision = rt.reasoner.decide(state, rt.ctx, rt.tools)
+    except Exception as exc:
+        decision = Decision(thought=f"The reasoner failed: {type(exc).__name__}: {exc}")
+        rt.timed("think", started)
+        rt.emitter.emit(ThinkEvent(content=decision.thought, iteration=state.iteration_count))
+        return {
+            "stop_status": RunStatus.ERROR,
+            "steps": [AgentStep(step_type=AgentStepType.THINK, content=decision.thought)],
+        }
+    rt.timed("think", started)
+    rt.emitter.emit(ThinkEvent(content=decision.thought, iteration=state.iteration_count))
+    update: dict[str, Any] = {"pending_calls": []}
+    steps = [
+        AgentStep(
+            step_type=AgentStepType.THINK,
+            content=decision.thought,
+            tool_calls=[c.model_dump() for c in decision.tool_calls] or None,
+        )
+    ]
+    messages: list[BaseMessage] = [decision.message or _synthetic_message(decision)]
+    messages.extend(decision.feedback)
+    if decision.draft is not None:
+        update.update(draft=decision.draft, is_complete=True)
+    elif decision.errors and not decision.tool_calls:
+        failures = state.parse_failures + 1
+        note = "Observation: " + " ".join(decision.errors)
+        rt.emitter.emit(ObserveEvent(content=note))
+        steps.append(AgentStep(step_type=AgentStepType.OBSERVE, content=note))
+        update["parse_failures"] = failures
+        if failures > MAX_OUTPUT_RETRIES:
+            update["stop_status"] = RunStatus.ERROR
+    else:
+        fresh = [c for c in decision.tool_calls if _signature(c) not in rt.seen_calls]
+        if decision.tool_calls and not fresh:
+            repeats = state.repeats + 1
+            update["repeats"] = repeats
+            warning = (
+                "Error: you already made this exact tool call and saw its result. Use other "
+                "arguments or give your final answer."
+            )
+            messages.extend(
+                ToolMessage(warning, tool_call_id=c.id, name=c.name) for c in decision.tool_calls
+            )
+            rt.emitter.emit(ObserveEvent(content="Observation: repeated tool call skipped."))
+            steps.append(AgentStep(step_type=AgentStepType.OBSERVE, content=warning))
+            if repeats >= MAX_REPEATS:
+                update["stop_status"] = RunStatus.REPEATED_ACTION
+        else:
+            update["pending_calls"] = decision.tool_calls
+            update["parse_failures"] = 0
+        if decision.errors:
+            note = "Observation: " + " ".join(decision.errors)
+            rt.emitter.emit(ObserveEvent(content=note))
+    update["steps"] = steps
+    update["messages"] = messages
+    return update
+
+
+def _synthetic_message(decision: Decision) -> AIMessage:
+    """The AI message a reasoner without a model would have sent (keeps history uniform)."""
+    return AIMessage(
+        content=decision.thought,
+        tool_calls=[{"name": c.name, "args": c.arguments, "id": c.id} for c in decision.tool_calls],
+    )
+
+
+def act(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+    rt = _runtime(config)
+    started = time.perf_counter()
+    messages: list[BaseMessage] = []
+    results: list[dict[str, Any]] = []
+    for call in state.pending_calls:
+        rt.seen_calls.add(_signature(call))
+        rt.emitter.emit(ToolCallEvent(call_id=call.id, tool=call.name, arguments=call.arguments))
+        t0 = time.perf_counter()
+        tool = rt.tools.get(call.name)
+        if tool is None:
+            result = ToolResult(
+                ok=False,
+                status=f"Error: unknown tool '{call.name}'. Valid tools: "
+                f"{', '.join(rt.tools.names)}. Please fix your mistakes.",
+            )
+        else:
+            try:
+                result = tool.invoke(call.arguments, rt.ctx)
+            except ToolError as exc:
+                result = ToolResult(ok=False, status=f"Error: {exc}. Please fix your mistakes.")
+            except Exception as exc:
+                result = ToolResult(
+                    ok=False, status=f"Error: {call.name} failed: {type(exc).__name__}: {exc}"
+                )
+        ms = (time.perf_counter() - t0) * 1e3
+        rt.emitter.emit(
+            ToolResultEvent(
+                call_id=call.id,
+                tool=call.name,
+                ok=result.ok,
+                status=result.status,
+                preview=_preview(result),
+                payload=result.payload,
+                duration_ms=round(ms, 2),
+            )
+        )
+        rt.tool_trace.append(
+            {
+                "tool": call.name,
+                "arguments": call.arguments,
+                "ok": result.ok,
+                "status": result.status,
+                "duration_ms": round(ms, 2),
+            }
+        )
+        messages.append(ToolMessage(result.observation(), tool_call_id=call.id, name=call.name))
+        results.append({"tool": call.name, "ok": result.ok, "status": result.status})
+    rt.timed("act", started)
+    return {
+        "messages": messages,
+        "pending_calls": [],
+        "iteration_count": state.iteration_count + 1,
+        "steps": [
+            AgentStep(
+                step_type=AgentStepType.ACT,
+                content="Executed: " + ", ".join(c.name for c in state.pending_calls),
+                tool_calls=[c.model_dump() for c in state.pending_calls],
+                tool_results=results,
+            )
+        ],
+    }
+
+
+def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+    rt = _runtime(config)
+    started = time.perf_counter()
+    draft: AnswerDraft | None = state.draft
+    if draft is None:
+        reason = state.stop_status or RunStatus.ERROR
+        try:
+            draft = rt.reasoner.conclude(state, rt.ctx, reason)
+        except Exception:
+            draft = compose_answer(state.original_query, rt.ctx)
+    answer, removed = validate_citations(draft, rt.ctx.retrieved)
+    rt.removed_citations.extend(removed)
+    if state.stop_status is not None:
+        status = state.stop_status
+    elif answer.is_insufficient_context:
+        status = RunStatus.INSUFFICIENT_CONTEXT
+    else:
+        status = RunStatus.COMPLETED
+    rt.timed("finalize", started)
+    rt.emitter.emit(AnswerEvent(answer=answer, status=status.value))
+    return {
+        "final_answer": answer,
+        "status": status,
+        "is_complete": True,
+        "steps": [
+            AgentStep(
+                step_type=AgentStepType.FINAL,
+                content=answer.answer_text,
+                reasoning=f"status={status.value}; removed citations: "
+                + (", ".join(f"{r.source_id} ({r.reason})" for r in removed) or "none"),
+            )
+        ],
+    }
+
+
+def _after_think(state: AgentState) -> str:
+    if state.is_complete or state.stop_status is not None:
+        return "finalize"
+    return "act" if state.pending_calls else "think"
+
+
+def build_react_graph():  # type: ignore[no-untyped-def]
+    """Compile the ReAct graph: START → observe → think ⇄ (act → observe) → finalize → END."""
+    graph = StateGraph(AgentState)
+    graph.add_node("observe", observe)
+    graph.add_node("think", think)
+    graph.add_node("act", act)
+    graph.add_node("finalize", finalize)
+    graph.add_edge(START, "observe")
+    graph.add_edge("observe", "think")
+    graph.add_conditional_edges(
+        "think", _after_think, {"act": "act", "think": "think", "finalize": "finalize"}
+    )
+    graph.add_edge("act", "observe")
+    graph.add_edge("finalize", END)
+    return graph.compile()

@@ -1,0 +1,138 @@
+"""The knowledge base: one entry point for searching and reading a collection.
+
+Wraps the catalog (sections, outline, references) and the per-collection index (BM25,
+dense, hybrid), sharing one embedder and one open index per collection.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Literal
+
+from sleuth.config import Settings
+from sleuth.errors import EmbeddingModelMismatch, UserError
+from sleuth.retrieval.embeddings import Embedder, get_embedder
+from sleuth.store.catalog import Catalog
+from sleuth.store.factory import open_index
+from sleuth.store.index import Index
+from sleuth.types import Chunk, Hit
+
+SearchMode = Literal["hybrid", "bm25", "dense"]
+IndexOpener = Callable[[Settings, str, int], Index]
+
+
+class KnowledgeBase:
+    """Search and read access to the collections of one sleuth installation.
+
+    Args:
+        settings: the configuration (data dir, backend, embedding model).
+        catalog: the SQL catalog; created from ``settings`` when omitted.
+        embedder: the embedding model; loaded lazily from ``settings`` when omitted.
+        index_opener: opens the index of a collection (tests inject a fake).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog | None = None,
+        embedder: Embedder | None = None,
+        index_opener: IndexOpener = open_index,
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog or Catalog(settings.catalog_url)
+        self._embedder = embedder
+        self._index_opener = index_opener
+        self._indexes: dict[str, Index] = {}
+        self._lock = threading.RLock()
+
+    @property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = get_embedder(
+                    self.settings.embedding_model, self.settings.embedding_batch_size
+                )
+            return self._embedder
+
+    def index(self, collection: str) -> Index:
+        """The open index of ``collection``.
+
+        Raises:
+            UserError: the collection does not exist (the message lists those that do).
+            EmbeddingModelMismatch: it was built with another embedding model.
+        """
+        with self._lock:
+            if collection in self._indexes:
+                return self._indexes[collection]
+            info = self.catalog.get_collection(collection)
+            if info is None:
+                names = ", ".join(c.name for c in self.catalog.list_collections()) or "none"
+                raise UserError(
+                    f"collection '{collection}' does not exist (collections: {names}); "
+                    "create it with: sleuth ingest PATH --collection " + collection
+                )
+            configured = self.settings.embedding_model.removeprefix("sentence-transformers/")
+            if info.embedding_model != configured:
+                raise EmbeddingModelMismatch(
+                    f"collection '{collection}' was built with embedding model "
+                    f"'{info.embedding_model}' ({info.dim}-d) but the configured model is "
+                    f"'{configured}'"
+                )
+            index = self._index_opener(self.settings, collection, info.dim)
+            self._indexes[collection] = index
+            return index
+
+    def register_index(self, collection: str, index: Index) -> None:
+        """Share an index opened elsewhere (e.g. by the ingest pipeline)."""
+        with self._lock:
+            self._indexes[collection] = index
+
+    def forget_index(self, collection: str) -> None:
+        with self._lock:
+            index = self._indexes.pop(collection, None)
+        if index is not None:
+            index.close()
+
+    def search(
+        self,
+        collection: str,
+        query: str,
+        k: int = 5,
+        mode: SearchMode = "hybrid",
+        doc_ids: list[str] | None = None,
+    ) -> list[Hit]:
+        """Top-``k`` chunks for ``query`` (BM25, dense or RRF hybrid)."""
+        index = self.index(collection)
+        if mode == "bm25":
+            return index.search_bm25(query, k, doc_ids)
+        vector = self.embedder.embed([query])[0]
+        if mode == "dense":
+            return index.search_dense(vector, k, doc_ids)
+        return index.search_hybrid(query, vector, k, doc_ids)
+
+    def section(self, collection: str, source_id: str) -> list[Chunk]:
+        """Every chunk of a section, in order; ``[]`` when the id is unknown."""
+        return self.catalog.chunks_for_source(collection, source_id)
+
+    def close(self) -> None:
+        with self._lock:
+            for index in self._indexes.values():
+                index.close()
+            self._indexes.clear()
+
+
+def join_parts(chunks: list[Chunk]) -> str:
+    """Rebuild a section's text from its overlapping parts (drops the repeated words)."""
+    if not chunks:
+        return ""
+    text_words = chunks[0].text.split()
+    for chunk in chunks[1:]:
+        nxt = chunk.text.split()
+        overlap = 0
+        for size in range(min(len(text_words), len(nxt), 200), 0, -1):
+            if text_words[-size:] == nxt[:size]:
+                overlap = size
+                break
+        text_words.extend(nxt[overlap:])
+    return " ".join(text_words) if len(chunks) > 1 else chunks[0].text

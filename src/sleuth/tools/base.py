@@ -1,0 +1,137 @@
+"""Tools the agent can call, and the registry that holds them.
+
+A tool's ``description`` is the contract the LLM reads. Every tool returns a
+:class:`ToolResult`: a one-line ``status`` plus a structured ``payload``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from sleuth.errors import ToolError
+from sleuth.types import Chunk
+
+
+class ToolResult(BaseModel):
+    """What a tool returns: a status line, a payload, and the chunks it surfaced."""
+
+    ok: bool = True
+    status: str
+    payload: dict[str, Any] = {}
+    chunks: list[Chunk] = []
+
+    def observation(self, max_chars: int = 6000) -> str:
+        """Text sent back to the model: the status line and the JSON payload, truncated."""
+        body = json.dumps(self.payload, ensure_ascii=False)
+        if len(body) > max_chars:
+            body = body[:max_chars] + " …[truncated]"
+        return f"{self.status}\n{body}"
+
+
+@dataclass
+class RunContext:
+    """Per-run, per-request state the tools share: never shared between runs.
+
+    ``retrieved`` maps each ``source_id`` surfaced in this run to its chunks (order of
+    first retrieval); the citation validator only accepts ids found here.
+    """
+
+    collection: str
+    user_id: str | None = None
+    retrieved: dict[str, list[Chunk]] = field(default_factory=dict)
+    read: set[str] = field(default_factory=set)
+    followed: set[str] = field(default_factory=set)
+    searches: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_usage(self, usage: dict[str, int] | None) -> None:
+        """Add a model call's token counts (``input_tokens``, ``output_tokens``...)."""
+        if usage:
+            with self._lock:
+                for key, value in usage.items():
+                    if isinstance(value, int):
+                        self.usage[key] = self.usage.get(key, 0) + value
+
+    def track(self, chunks: Iterable[Chunk]) -> None:
+        """Record chunks as retrieved in this run (thread-safe, de-duplicated)."""
+        with self._lock:
+            for chunk in chunks:
+                bucket = self.retrieved.setdefault(chunk.source_id, [])
+                if all(c.chunk_id != chunk.chunk_id for c in bucket):
+                    bucket.append(chunk)
+                    bucket.sort(key=lambda c: c.part)
+
+
+ToolFunc = Callable[[BaseModel, RunContext], ToolResult]
+
+
+@dataclass
+class Tool:
+    """A callable tool with a pydantic argument schema."""
+
+    name: str
+    description: str
+    args_schema: type[BaseModel]
+    func: ToolFunc
+
+    def spec(self) -> dict[str, Any]:
+        """OpenAI-style function spec (accepted by LangChain's ``bind_tools``)."""
+        schema = self.args_schema.model_json_schema()
+        schema.pop("title", None)
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": schema},
+        }
+
+    def invoke(self, arguments: dict[str, Any], ctx: RunContext) -> ToolResult:
+        """Validate ``arguments`` and run the tool.
+
+        Raises:
+            ToolError: invalid arguments (the message lists the problems) or a tool failure.
+        """
+        try:
+            args = self.args_schema.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise ToolError(f"invalid arguments for {self.name}: {problems}") from exc
+        return self.func(args, ctx)
+
+
+class ToolRegistry:
+    """The tools available to a run, by name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"duplicate tool name: {tool.name}")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> list[dict[str, Any]]:
+        return [t.spec() for t in self._tools.values()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._tools.values())

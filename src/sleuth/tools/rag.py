@@ -1,0 +1,204 @@
+"""The built-in knowledge-base tools: search, read, outline, follow references, list.
+
+Each tool's description is the contract the LLM reads; each returns a one-line status and a
+structured payload. Chunks a tool surfaces are tracked in the run's :class:`RunContext`, so
+only they can be cited.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from sleuth.errors import ToolError
+from sleuth.retrieval.search import KnowledgeBase, join_parts
+from sleuth.tools.base import RunContext, Tool, ToolResult
+from sleuth.types import Chunk
+
+SNIPPET_CHARS = 400
+SECTION_CHARS = 4000
+
+
+def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+class SearchArgs(BaseModel):
+    query: str = Field(min_length=1, description="What to look for: key words or a question")
+    collection: str | None = Field(
+        default=None, description="Collection to search; default: the run's collection"
+    )
+    top_k: int = Field(default=5, ge=1, le=20, description="How many sections to return")
+
+
+class SectionArgs(BaseModel):
+    source_id: str = Field(min_length=1, description="A source_id returned by rag_search")
+
+
+class OutlineArgs(BaseModel):
+    target: str = Field(
+        min_length=1, description="A source_id (its document's outline) or a document id"
+    )
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
+    """The five knowledge-base tools bound to ``kb``."""
+
+    def rag_search(args: SearchArgs, ctx: RunContext) -> ToolResult:
+        collection = args.collection or ctx.collection
+        if collection != ctx.collection and ctx.user_id is not None:
+            raise ToolError(f"collection '{collection}' is not available in this run")
+        hits = kb.search(collection, args.query, k=args.top_k * 3)
+        best: dict[str, tuple[float, Chunk]] = {}
+        for hit in hits:
+            sid = hit.chunk.source_id
+            if sid not in best:
+                best[sid] = (hit.score, hit.chunk)
+        top = list(best.items())[: args.top_k]
+        ctx.track(chunk for _, (_, chunk) in top)
+        ctx.searches.append(args.query)
+        results = [
+            {
+                "source_id": sid,
+                "title": chunk.heading,
+                "score": round(score, 4),
+                "snippet": _snippet(chunk.text),
+                "references": [r.target_id for r in chunk.references if r.target_id],
+            }
+            for sid, (score, chunk) in top
+        ]
+        ids = ", ".join(r["source_id"] for r in results) or "nothing"
+        return ToolResult(
+            status=f"rag_search '{args.query}' in {collection}: {len(results)} sections ({ids})",
+            payload={"query": args.query, "collection": collection, "results": results},
+            chunks=[chunk for _, (_, chunk) in top],
+        )
+
+    def read_section(args: SectionArgs, ctx: RunContext) -> ToolResult:
+        chunks = kb.section(ctx.collection, args.source_id)
+        if not chunks:
+            raise ToolError(
+                f"no section '{args.source_id}' in collection '{ctx.collection}'; "
+                "use a source_id returned by rag_search"
+            )
+        ctx.track(chunks)
+        ctx.read.add(args.source_id)
+        prev_id, next_id = kb.catalog.neighbours(ctx.collection, args.source_id)
+        text = join_parts(chunks)
+        refs = sorted({r.target_id for c in chunks for r in c.references if r.target_id})
+        return ToolResult(
+            status=f"read {args.source_id} ({chunks[0].heading}): {len(text.split())} words",
+            payload={
+                "source_id": args.source_id,
+                "title": chunks[0].heading,
+                "text": text[:SECTION_CHARS],
+                "truncated": len(text) > SECTION_CHARS,
+                "previous": prev_id,
+                "next": next_id,
+                "references": refs,
+            },
+            chunks=chunks,
+        )
+
+    def outline(args: OutlineArgs, ctx: RunContext) -> ToolResult:
+        doc_id = kb.catalog.doc_id_for_source(ctx.collection, args.target) or args.target
+        entries = kb.catalog.outline(ctx.collection, doc_id)
+        if not entries:
+            raise ToolError(f"no document or section '{args.target}' in '{ctx.collection}'")
+        at = next((i for i, e in enumerate(entries) if e.source_id == args.target), 0)
+        lo, hi = max(0, at - 12), min(len(entries), at + 13)
+        items = [
+            {"source_id": e.source_id, "title": " > ".join(e.title_path[1:] or e.title_path)}
+            for e in entries[lo:hi]
+        ]
+        return ToolResult(
+            status=f"outline of {doc_id}: {len(entries)} sections, showing {lo + 1}-{hi}",
+            payload={"document": doc_id, "total": len(entries), "start": lo, "sections": items},
+        )
+
+    def follow_references(args: SectionArgs, ctx: RunContext) -> ToolResult:
+        if not kb.section(ctx.collection, args.source_id):
+            raise ToolError(f"no section '{args.source_id}' in collection '{ctx.collection}'")
+        refs = kb.catalog.references_from(ctx.collection, args.source_id)
+        targets = list(dict.fromkeys(r.target_id for r in refs if r.target_id))
+        unresolved = sorted({r.target_text for r in refs if not r.target_id})
+        found: list[dict[str, str]] = []
+        surfaced: list[Chunk] = []
+        for target in targets[:8]:
+            chunks = kb.section(ctx.collection, target)
+            if chunks:
+                surfaced.extend(chunks)
+                found.append(
+                    {
+                        "source_id": target,
+                        "title": chunks[0].heading,
+                        "snippet": _snippet(join_parts(chunks), 600),
+                    }
+                )
+        ctx.track(surfaced)
+        ctx.followed.add(args.source_id)
+        cited_by = sorted(
+            {r.source_id for r in kb.catalog.references_to(ctx.collection, args.source_id)}
+        )
+        return ToolResult(
+            status=f"{args.source_id} cites {len(found)} sections"
+            + (f" ({', '.join(f['source_id'] for f in found)})" if found else "")
+            + f"; cited by {len(cited_by)}",
+            payload={
+                "source_id": args.source_id,
+                "references": found,
+                "unresolved": unresolved,
+                "cited_by": cited_by[:20],
+            },
+            chunks=surfaced,
+        )
+
+    def list_collections(_: NoArgs, ctx: RunContext) -> ToolResult:
+        infos = kb.catalog.list_collections()
+        items = [{"name": c.name, "documents": c.documents, "chunks": c.chunks} for c in infos]
+        return ToolResult(
+            status=f"{len(items)} collections: " + ", ".join(i["name"] for i in items),
+            payload={"collections": items, "current": ctx.collection},
+        )
+
+    return [
+        Tool(
+            "rag_search",
+            "Hybrid (BM25 + semantic) search of the knowledge base. Returns the best matching "
+            "sections with their source_id, title, a snippet and the source_ids they cite. "
+            "Start here; search again with other words if the results miss part of the question.",
+            SearchArgs,
+            rag_search,
+        ),
+        Tool(
+            "read_section",
+            "Read the full text of one section by its source_id, with the ids of the previous "
+            "and next sections and of the sections it references.",
+            SectionArgs,
+            read_section,
+        ),
+        Tool(
+            "outline",
+            "Show the table of contents around a section (give its source_id) or of a document "
+            "(give the document id), to navigate to neighbouring sections.",
+            OutlineArgs,
+            outline,
+        ),
+        Tool(
+            "follow_references",
+            "Follow the cross-references of a section (e.g. 'section 103', 'See section Naming "
+            "and binding'): returns the referenced sections' text and which sections cite it.",
+            SectionArgs,
+            follow_references,
+        ),
+        Tool(
+            "list_collections",
+            "List the knowledge-base collections with their document and chunk counts.",
+            NoArgs,
+            list_collections,
+        ),
+    ]
