@@ -123,7 +123,8 @@ class LLMReasoner:
                 draft = AnswerDraft.model_validate(call["args"])
             except ValidationError as exc:
                 reject(
-                    f"Error: invalid {FINAL_TOOL} arguments: {_validation_message(exc)}. {FIX_HINT}",
+                    f"Error: invalid {FINAL_TOOL} arguments: {_validation_message(exc)}. "
+                    + FIX_HINT,
                     call_id,
                     FINAL_TOOL,
                 )
