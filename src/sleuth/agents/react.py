@@ -120,7 +120,9 @@ def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
             tool_calls=[c.model_dump() for c in decision.tool_calls] or None,
         )
     ]
-    messages: list[BaseMessage] = [decision.message or _synthetic_message(decision)]
+    message = decision.message or _synthetic_message(decision)
+    # a fresh message id: add_messages would otherwise merge a repeated reply into the old one
+    messages: list[BaseMessage] = [message.model_copy(update={"id": None})]
     messages.extend(decision.feedback)
     if decision.draft is not None:
         update.update(draft=decision.draft, is_complete=True)

@@ -89,3 +89,33 @@ class SentenceTransformerEmbedder:
 def get_embedder(name: str = DEFAULT_MODEL, batch_size: int = 64) -> Embedder:
     """Load (once per process) and return the embedder for ``name``."""
     return SentenceTransformerEmbedder(name, batch_size)
+
+
+class HashingEmbedder:
+    """A deterministic, model-free embedder for tests: hashed bag of stemmed terms.
+
+    Each term adds 1 to dimension ``crc32(term) % dim``; rows are L2-normalised. Texts that
+    share terms get a positive cosine similarity, unrelated texts about 0.
+
+    Args:
+        dim: vector size.
+        name: the model name recorded in the catalog.
+    """
+
+    def __init__(self, dim: int = 64, name: str = "hashing-test-embedder") -> None:
+        self.dim = dim
+        self.name = name
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import zlib
+
+        from sleuth.retrieval.text import terms
+
+        self.calls.append(list(texts))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for term in terms(text):
+                out[row, zlib.crc32(term.encode()) % self.dim] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1.0, norms)

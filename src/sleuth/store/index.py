@@ -41,9 +41,7 @@ class Index(Protocol):
         """Number of chunks held."""
         ...
 
-    def search_bm25(
-        self, query: str, k: int, doc_ids: Sequence[str] | None = None
-    ) -> list[Hit]:
+    def search_bm25(self, query: str, k: int, doc_ids: Sequence[str] | None = None) -> list[Hit]:
         """Top-k chunks by BM25 over ``Chunk.index_text()``."""
         ...
 

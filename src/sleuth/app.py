@@ -1,0 +1,47 @@
+"""Wiring: one settings object → catalog, knowledge base, ingest pipeline, agent service.
+
+The pipeline writes through the knowledge base's open indexes, so a search right after an
+ingest sees the new chunks in the same process.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from sleuth.config import Settings
+from sleuth.ingest.pipeline import IngestPipeline
+from sleuth.retrieval.search import KnowledgeBase
+from sleuth.service import AgentService
+from sleuth.store.catalog import Catalog
+from sleuth.store.index import Index
+
+
+class Sleuth:
+    """The parts of a sleuth installation, created lazily from ``settings``."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        return Catalog(self.settings.catalog_url)
+
+    @cached_property
+    def kb(self) -> KnowledgeBase:
+        return KnowledgeBase(self.settings, self.catalog)
+
+    @cached_property
+    def pipeline(self) -> IngestPipeline:
+        def shared_index(_settings: Settings, collection: str, _dim: int) -> Index:
+            return self.kb.index(collection)
+
+        return IngestPipeline(self.settings, self.catalog, index_opener=shared_index)
+
+    @cached_property
+    def agent(self) -> AgentService:
+        return AgentService(self.settings, self.kb)
+
+    def close(self) -> None:
+        if "kb" in self.__dict__:
+            self.kb.close()

@@ -1,0 +1,305 @@
+"""The ``sleuth`` command line.
+
+Exit codes: 0 answered (or command succeeded), 1 error, 2 usage error, 3 insufficient context.
+Commands parse options and hand off to the library; sleuth's own errors become a one-line
+message on stderr and exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sleuth.config import Settings
+from sleuth.errors import SleuthError
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_INSUFFICIENT = 3
+DEMO_COLLECTION = "python-reference"
+DEMO_QUESTION = "How does Python resolve a free variable in a nested function?"
+
+app = typer.Typer(
+    name="sleuth",
+    help="sleuth — an agentic RAG engine: it searches, reads, follows references and answers "
+    "with checked citations.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+err = Console(stderr=True, highlight=False)
+
+CollectionOpt = Annotated[
+    str | None,
+    typer.Option("--collection", "-c", help="Collection name (default: SLEUTH_DEFAULT_COLLECTION)"),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout")]
+AsciiOpt = Annotated[bool, typer.Option("--ascii", help="ASCII-only output")]
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    return typer.Exit(code)
+
+
+def _sleuth():  # type: ignore[no-untyped-def]
+    from sleuth.app import Sleuth
+
+    try:
+        return Sleuth(Settings())
+    except Exception as exc:  # pydantic ValidationError names the bad SLEUTH_* field
+        raise _fail(f"invalid configuration: {exc}") from exc
+
+
+def _collection(name: str | None) -> str:
+    return name or Settings().default_collection
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files or directories to ingest")],
+    collection: CollectionOpt = None,
+    record_path: Annotated[
+        str | None, typer.Option(help="JSON: dotted path to the record list")
+    ] = None,
+    text_field: Annotated[str | None, typer.Option(help="JSON: record field with text")] = None,
+    title_field: Annotated[str | None, typer.Option(help="JSON: record field w/ title")] = None,
+    id_field: Annotated[str | None, typer.Option(help="JSON: record field used as id")] = None,
+    source_id_template: Annotated[
+        str | None, typer.Option(help="JSON: e.g. '{doc.name|abbr}_S{section_number}'")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ingest files (txt, md, html, pdf, docx, json, jsonl) into a collection."""
+    from sleuth.ingest.progress import RichProgress
+    from sleuth.ingest.records import RecordOptions
+
+    fields = {
+        "record_path": record_path,
+        "text_field": text_field,
+        "title_field": title_field,
+        "id_field": id_field,
+        "source_id_template": source_id_template,
+    }
+    options = (
+        RecordOptions(**{k: v for k, v in fields.items() if v is not None})
+        if any(v is not None for v in fields.values())
+        else None
+    )
+    name = _collection(collection)
+    s = _sleuth()
+    try:
+        if as_json:
+            report = s.pipeline.ingest(paths, name, options)
+        else:
+            with RichProgress(err) as progress:
+                report = s.pipeline.ingest(paths, name, options, progress=progress)
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        for warning in report.warnings:
+            err.print(f"[yellow]warning:[/yellow] {warning}")
+        for f in report.files:
+            if f.status in ("failed", "duplicate"):
+                err.print(f"[red]{f.status}:[/red] {f.path}: {f.message}")
+        t = report.totals
+        typer.echo(
+            f"{name}: {t['added']} added, {t['replaced']} replaced, {t['unchanged']} unchanged, "
+            f"{t['duplicate']} duplicate, {t['skipped']} skipped, {t['failed']} failed; "
+            f"{report.n_embedded} chunks embedded in {report.timings.total_s:.1f} s"
+        )
+    s.close()
+    if report.failed and len(report.failed) == len(report.files):
+        raise typer.Exit(EXIT_ERROR)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Search query")],
+    collection: CollectionOpt = None,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=100)] = 5,
+    mode: Annotated[str, typer.Option(help="hybrid | bm25 | dense")] = "hybrid",
+    as_json: JsonOpt = False,
+) -> None:
+    """Search a collection (no agent): ranked chunks with their source_id."""
+    if mode not in ("hybrid", "bm25", "dense"):
+        raise _fail(f"--mode must be hybrid, bm25 or dense, not '{mode}'", 2)
+    s = _sleuth()
+    try:
+        hits = s.kb.search(_collection(collection), query, k=top_k, mode=mode)  # type: ignore[arg-type]
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    if as_json:
+        typer.echo(json.dumps([h.model_dump() for h in hits], indent=2, ensure_ascii=False))
+        return
+    table = Table("rank", "source_id", "score", "title / text")
+    for h in hits:
+        snippet = " ".join(h.chunk.text.split())[:160]
+        table.add_row(
+            str(h.rank), h.chunk.source_id, f"{h.score:.4f}", f"{h.chunk.heading}\n{snippet}"
+        )
+    Console(highlight=False).print(table)
+    s.close()
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question")],
+    collection: CollectionOpt = None,
+    max_iterations: Annotated[int | None, typer.Option(min=1, help="ReAct loop cap")] = None,
+    as_json: JsonOpt = False,
+    ascii_only: AsciiOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the answer")] = False,
+) -> None:
+    """Ask a question: the agent's trace streams live, then the cited answer."""
+    s = _sleuth()
+    _ask(s, question, _collection(collection), max_iterations, as_json, ascii_only, quiet)
+
+
+def _ask(s, question, collection, max_iterations, as_json, ascii_only, quiet):  # type: ignore[no-untyped-def]
+    from sleuth.trace import TraceRenderer
+
+    renderer = TraceRenderer(ascii_only=ascii_only)
+    sinks = [] if (as_json or quiet) else [renderer]
+    try:
+        response = s.agent.execute_agentic_search(
+            question, collection, max_iterations=max_iterations, sinks=sinks
+        )
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        s.close()
+    if as_json:
+        typer.echo(response.model_dump_json(indent=2))
+    elif quiet:
+        renderer.render_answer(response.answer, response.status.value)
+    if response.status.value == "error":
+        raise typer.Exit(EXIT_ERROR)
+    if response.answer.is_insufficient_context:
+        raise typer.Exit(EXIT_INSUFFICIENT)
+
+
+@app.command()
+def delete(
+    documents: Annotated[
+        list[str] | None, typer.Argument(help="doc_ids or paths of documents to delete")
+    ] = None,
+    collection: CollectionOpt = None,
+    whole_collection: Annotated[
+        bool, typer.Option("--whole-collection", help="Delete the collection itself")
+    ] = False,
+) -> None:
+    """Delete documents (from every index and the catalog), or a whole collection."""
+    name = _collection(collection)
+    s = _sleuth()
+    try:
+        if whole_collection:
+            if documents:
+                raise _fail("give documents or --whole-collection, not both", 2)
+            _delete_collection(s, name)
+            typer.echo(f"deleted collection {name}")
+            return
+        if not documents:
+            raise _fail("name at least one document (doc_id or path)", 2)
+        for doc in documents:
+            s.pipeline.delete(name, doc)
+            typer.echo(f"deleted {doc} from {name}")
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        s.close()
+
+
+def _delete_collection(s, name: str) -> None:  # type: ignore[no-untyped-def]
+    from sleuth.errors import UserError
+
+    info = s.catalog.get_collection(name)
+    if info is None:
+        raise UserError(f"collection '{name}' does not exist")
+    for doc in s.catalog.list_documents(name):
+        s.pipeline.delete(name, doc.doc_id)
+    s.kb.forget_index(name)
+    s.catalog.delete_collection(name)
+
+
+@app.command()
+def collections(as_json: JsonOpt = False) -> None:
+    """List collections with their embedding model and counts."""
+    s = _sleuth()
+    infos = s.catalog.list_collections()
+    if as_json:
+        typer.echo(json.dumps([i.model_dump(mode="json") for i in infos], indent=2))
+        return
+    table = Table("collection", "documents", "chunks", "embedding model", "backend")
+    for i in infos:
+        table.add_row(
+            i.name, str(i.documents), str(i.chunks), f"{i.embedding_model} ({i.dim}-d)", i.backend
+        )
+    Console(highlight=False).print(table)
+
+
+@app.command()
+def demo(
+    question: Annotated[str, typer.Option(help="Question to ask")] = DEMO_QUESTION,
+    ascii_only: AsciiOpt = False,
+) -> None:
+    """Ingest the Python Language Reference shipped with CPython and answer a question."""
+    from sleuth.ingest.progress import RichProgress
+    from sleuth.ingest.pydoc_corpus import load_pydoc_topics
+
+    started = time.perf_counter()
+    s = _sleuth()
+    err.print(
+        f"sleuth demo: the Python Language Reference (pydoc_data.topics) → collection "
+        f"'{DEMO_COLLECTION}' in {s.settings.data_dir}"
+    )
+    try:
+        with RichProgress(err) as progress:
+            report = s.pipeline.ingest_documents(
+                [load_pydoc_topics()], DEMO_COLLECTION, progress=progress
+            )
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    outcome = report.files[0]
+    reused = outcome.status == "unchanged"
+    err.print(
+        f"index: {outcome.n_chunks} chunks, "
+        + ("reused (unchanged)" if reused else f"built in {report.timings.total_s:.1f} s")
+    )
+    err.print(f"\n[bold]Q: {question}[/bold]\n")
+    try:
+        _ask(s, question, DEMO_COLLECTION, None, False, ascii_only, False)
+    finally:
+        err.print(f"[dim]demo finished in {time.perf_counter() - started:.1f} s[/dim]")
+
+
+@app.command("config")
+def show_config() -> None:
+    """Print the settings in force (from SLEUTH_* environment variables)."""
+    try:
+        settings = Settings()
+    except Exception as exc:
+        raise _fail(f"invalid configuration: {exc}") from exc
+    for key, value in settings.model_dump().items():
+        typer.echo(f"SLEUTH_{key.upper()}={value}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except SleuthError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        sys.exit(EXIT_ERROR)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)

@@ -1,0 +1,648 @@
+"""The ingest pipeline: files → documents → chunks → references → vectors → index + catalog.
+
+Per file the pipeline decides, from the catalog and the content hash, whether the document is
+
+* ``added``: new to the collection;
+* ``replaced``: same doc_id, new content (its old chunks leave the index and the catalog);
+* ``unchanged``: same doc_id and content hash (nothing is re-embedded or rewritten);
+* ``duplicate``: the same content is already indexed under another doc_id (not indexed again);
+* ``skipped``: an empty file (never embedded; a warning);
+* ``failed``: unreadable, corrupt, encrypted... (reported by file name with the reason and
+  recorded in the catalog; the rest of the batch goes on).
+
+All new chunks of a call are embedded together in large batches, which keeps the pipeline's
+throughput close to the embedder's own. The embedder is loaded lazily, so re-ingesting
+unchanged files does not even load the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, computed_field
+
+from sleuth.config import Settings
+from sleuth.errors import ConfigError, IngestError, UserError
+from sleuth.ingest.chunking import chunk_document
+from sleuth.ingest.loaders import (
+    SUPPORTED_SUFFIXES,
+    EmptyDocumentError,
+    doc_id_for_path,
+    load_file,
+)
+from sleuth.ingest.progress import ProgressCallback
+from sleuth.ingest.records import RecordOptions
+from sleuth.ingest.references import resolve_references
+from sleuth.retrieval.embeddings import Embedder, get_embedder
+from sleuth.store.catalog import Catalog, DocumentInfo
+from sleuth.store.factory import open_index
+from sleuth.store.index import Index
+from sleuth.types import Chunk, Document
+
+logger = logging.getLogger(__name__)
+
+FileStatus = Literal["added", "replaced", "unchanged", "duplicate", "skipped", "failed"]
+IndexOpener = Callable[[Settings, str, int], Index]
+_STATUSES: tuple[FileStatus, ...] = (
+    "added",
+    "replaced",
+    "unchanged",
+    "duplicate",
+    "skipped",
+    "failed",
+)
+
+EMBED_GROUP = 4096
+"""New chunks embedded then written together (bounds memory; large for throughput)."""
+
+RERESOLVE_MAX_CHUNKS = 20_000
+"""Retry other documents' unresolved references only when at most this many chunks hold
+some (they are re-read from the catalog)."""
+
+
+class FileOutcome(BaseModel):
+    """What happened to one input file (or document)."""
+
+    path: str
+    doc_id: str | None = None
+    status: FileStatus
+    n_chunks: int = Field(default=0, description="Chunks of the document now in the index")
+    message: str = ""
+
+
+class IngestTimings(BaseModel):
+    """Wall-clock seconds spent per stage."""
+
+    load_s: float = 0.0
+    chunk_s: float = Field(default=0.0, description="Chunking and reference resolution")
+    embed_s: float = 0.0
+    index_s: float = Field(default=0.0, description="Index and catalog writes")
+    total_s: float = 0.0
+
+
+class IngestReport(BaseModel):
+    """The result of one ingest call: one outcome per input, warnings, timings."""
+
+    collection: str
+    files: list[FileOutcome] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    n_embedded: int = Field(default=0, description="Chunks embedded by this call")
+    timings: IngestTimings = Field(default_factory=IngestTimings)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def totals(self) -> dict[str, int]:
+        """Number of inputs per status (every status present, zeros included)."""
+        counts = dict.fromkeys(_STATUSES, 0)
+        for outcome in self.files:
+            counts[outcome.status] += 1
+        return counts
+
+    def by_status(self, status: FileStatus) -> list[FileOutcome]:
+        """Outcomes with the given status, in input order."""
+        return [f for f in self.files if f.status == status]
+
+    @property
+    def ok(self) -> bool:
+        """``True`` when no input failed."""
+        return not self.by_status("failed")
+
+
+@dataclass
+class _Pending:
+    """A document whose chunks are to be embedded and written."""
+
+    doc: Document
+    chunks: list[Chunk]
+    outcome: FileOutcome
+    remove: list[str] = field(default_factory=list)  # doc_ids to delete first (old versions)
+
+
+class IngestPipeline:
+    """Ingest files or documents into a collection (index + catalog).
+
+    Args:
+        settings: data dir, chunk sizes, index backend, embedding model and batch size.
+        catalog: the SQL catalog.
+        index_opener: ``(settings, collection, dim) -> Index``; pass one returning a shared
+            index to keep a :class:`~sleuth.retrieval.search.KnowledgeBase` in sync.
+        embedder: the embedding model; ``get_embedder(settings.embedding_model, ...)`` on first
+            need when omitted.
+
+    One pipeline serialises its own calls (a lock); indexes it opens are cached until
+    :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        index_opener: IndexOpener = open_index,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self._index_opener = index_opener
+        self._embedder = embedder
+        self._indexes: dict[str, Index] = {}
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ resources
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder, loaded on first use."""
+        if self._embedder is None:
+            self._embedder = get_embedder(
+                self.settings.embedding_model, self.settings.embedding_batch_size
+            )
+        return self._embedder
+
+    def index(self, collection: str, dim: int) -> Index:
+        """The open index of ``collection`` (opened once, then cached)."""
+        index = self._indexes.get(collection)
+        if index is None:
+            index = self._index_opener(self.settings, collection, dim)
+            self._indexes[collection] = index
+        return index
+
+    def close(self) -> None:
+        """Close the indexes this pipeline opened."""
+        with self._lock:
+            for index in self._indexes.values():
+                index.close()
+            self._indexes.clear()
+
+    def _check_collection(self, collection: str) -> int:
+        """Create or check the collection and return its dim.
+
+        With no embedder yet, an existing collection is checked by model name only, so the
+        model is not loaded; a new collection needs the model (for its dim).
+        """
+        backend = self.settings.index_backend
+        if self._embedder is None:
+            name = self.settings.embedding_model.removeprefix("sentence-transformers/")
+            info = self.catalog.check_collection(collection, name, None, backend)
+            if info is not None:
+                return info.dim
+        emb = self.embedder
+        return self.catalog.ensure_collection(collection, emb.name, emb.dim, backend).dim
+
+    def _check_chunking(self) -> None:
+        words, overlap = self.settings.chunk_words, self.settings.chunk_overlap_words
+        if not 0 <= overlap < words:
+            raise ConfigError(
+                f"chunk_overlap_words ({overlap}) must be smaller than chunk_words ({words})"
+            )
+
+    # ------------------------------------------------------------------ public API
+
+    def ingest(
+        self,
+        paths: Sequence[Path],
+        collection: str,
+        options: RecordOptions | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Ingest files, and directories searched recursively for supported suffixes.
+
+        Args:
+            paths: files and/or directories.
+            collection: the target collection (created on first use).
+            options: how to read JSON/JSONL records (``None``: auto-detect).
+            progress: receives per-file and per-chunk progress.
+
+        Returns:
+            The report: one outcome per file in input order (directory files sorted),
+            warnings, counts per status, timings.
+
+        Raises:
+            UserError: a path does not exist.
+            ConfigError: inconsistent chunk settings; the collection is on another backend.
+            EmbeddingModelMismatch: the collection was built with another embedding model
+                (raised before any file is read).
+        """
+        with self._lock:
+            start = time.perf_counter()
+            files = self.expand_paths(paths)
+            self._check_chunking()
+            dim = self._check_collection(collection)
+            report = IngestReport(collection=collection)
+            _start(progress, len(files))
+
+            def items() -> Iterator[tuple[Path, Document | FileOutcome]]:
+                for path in files:
+                    t0 = time.perf_counter()
+                    try:
+                        loaded: Document | FileOutcome = load_file(path, options)
+                    except IngestError as exc:
+                        loaded = self._not_loaded(collection, path, exc, options, report)
+                    report.timings.load_s += time.perf_counter() - t0
+                    yield path, loaded
+
+            self._run(items(), collection, dim, report, progress)
+            report.timings.total_s = time.perf_counter() - start
+            return report
+
+    def ingest_documents(
+        self,
+        docs: Sequence[Document],
+        collection: str,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Ingest already-parsed documents (e.g. :func:`~sleuth.ingest.pydoc_corpus.
+        load_pydoc_topics`), with the same outcomes as :meth:`ingest`; ``load_s`` is 0.
+
+        Raises:
+            ConfigError: inconsistent chunk settings; the collection is on another backend.
+            EmbeddingModelMismatch: the collection was built with another embedding model.
+        """
+        with self._lock:
+            start = time.perf_counter()
+            self._check_chunking()
+            dim = self._check_collection(collection)
+            report = IngestReport(collection=collection)
+            _start(progress, len(docs))
+            self._run(((Path(d.path), d) for d in docs), collection, dim, report, progress)
+            report.timings.total_s = time.perf_counter() - start
+            return report
+
+    def delete(self, collection: str, doc_id_or_path: str | Path) -> bool:
+        """Remove a document from the index and the catalog.
+
+        Args:
+            collection: the collection.
+            doc_id_or_path: the doc_id, or the path the document was ingested from.
+
+        Returns:
+            ``True`` once removed.
+
+        Raises:
+            UserError: the collection or the document does not exist (named in the message).
+        """
+        with self._lock:
+            info = self.catalog.get_collection(collection)
+            if info is None:
+                raise UserError(f"collection '{collection}' does not exist")
+            doc = self._find_document(collection, doc_id_or_path)
+            if doc is None:
+                raise UserError(
+                    f"no document '{doc_id_or_path}' in collection '{collection}' "
+                    "(give a doc_id or the path it was ingested from)"
+                )
+            self.index(collection, info.dim).delete_document(doc.doc_id)
+            self.catalog.delete_document(collection, doc.doc_id)
+            self.catalog.clear_dangling_references(collection)
+            return True
+
+    @staticmethod
+    def expand_paths(paths: Iterable[Path | str]) -> list[Path]:
+        """The files to ingest: files as given, directories searched recursively.
+
+        Paths are made absolute (the catalog records where a document came from). In
+        directories only files with a supported suffix count, hidden files and folders are
+        ignored, and files are sorted. Repeated files are kept once, in first order.
+
+        Raises:
+            UserError: a path does not exist.
+        """
+        given = [Path(p).expanduser() for p in paths]
+        missing = [str(p) for p in given if not p.exists()]
+        if missing:
+            raise UserError(f"no such file or directory: {', '.join(missing)}")
+        given = [p.resolve() for p in given]
+        out: dict[Path, None] = {}
+        for path in given:
+            if not path.is_dir():
+                out.setdefault(path, None)
+                continue
+            for child in sorted(path.rglob("*")):
+                rel = child.relative_to(path).parts
+                if (
+                    child.suffix.lower() in SUPPORTED_SUFFIXES
+                    and not any(part.startswith(".") for part in rel)
+                    and child.is_file()
+                ):
+                    out.setdefault(child, None)
+        return list(out)
+
+    # ------------------------------------------------------------------ classification
+
+    def _find_document(self, collection: str, key: str | Path) -> DocumentInfo | None:
+        text = str(key)
+        doc = self.catalog.get_document(collection, text)
+        if doc is not None:
+            return doc
+        candidates = [text]
+        with contextlib.suppress(OSError):
+            candidates.append(str(Path(text).expanduser().resolve()))
+        for candidate in candidates:
+            found = self.catalog.find_by_path(collection, candidate)
+            if found:
+                return found[0]
+        by_stem = self.catalog.get_document(collection, doc_id_for_path(Path(text)))
+        if by_stem is not None and Path(by_stem.path).name == Path(text).name:
+            return by_stem
+        return None
+
+    def _not_loaded(
+        self,
+        collection: str,
+        path: Path,
+        exc: IngestError,
+        options: RecordOptions | None,
+        report: IngestReport,
+    ) -> FileOutcome:
+        """Outcome of a file that could not be loaded: empty → skipped, else failed.
+
+        A previously indexed version of the document is kept (and said so); otherwise the
+        failure is recorded in the catalog.
+        """
+        status: FileStatus = "skipped" if isinstance(exc, EmptyDocumentError) else "failed"
+        doc_id = doc_id_for_path(path, options)
+        previous = self.catalog.get_document(collection, doc_id)
+        kept = previous is not None and previous.status == "indexed"
+        message = f"{path.name}: {exc.reason}"
+        if status == "skipped":
+            message += ", skipped"
+            report.warnings.append(message)
+            logger.warning("%s", message)
+        else:
+            logger.warning("cannot ingest %s", message)
+        if kept:
+            message += "; the previously indexed version is kept"
+        else:
+            self.catalog.record_failure(collection, doc_id, str(path), exc.reason, status=status)
+        return FileOutcome(
+            path=str(path),
+            doc_id=doc_id,
+            status=status,
+            n_chunks=previous.n_chunks if kept and previous is not None else 0,
+            message=message,
+        )
+
+    def _run(
+        self,
+        items: Iterator[tuple[Path, Document | FileOutcome]],
+        collection: str,
+        dim: int,
+        report: IngestReport,
+        progress: ProgressCallback | None,
+    ) -> None:
+        """Classify every item, then chunk/resolve/embed/write the new and changed ones."""
+        pending: list[_Pending] = []
+        batch_docs: dict[str, str] = {}  # doc_id -> path, documents of this call
+        batch_hashes: dict[str, str] = {}  # content hash -> doc_id, new content of this call
+        batch_chunks: dict[str, str] = {}  # chunk_id -> doc_id, new chunks of this call
+
+        def finish(outcome: FileOutcome) -> None:
+            if progress is not None:
+                progress.on_file(outcome.path, outcome.status)
+
+        for path, item in items:
+            if isinstance(item, FileOutcome):
+                report.files.append(item)
+                finish(item)
+                continue
+            doc = item
+            outcome = FileOutcome(path=str(path), doc_id=doc.doc_id, status="added")
+            report.files.append(outcome)  # in input order; completed below
+            if doc.doc_id in batch_docs:
+                outcome.status = "failed"
+                outcome.message = (
+                    f"{path.name}: its doc_id '{doc.doc_id}' is also the doc_id of "
+                    f"{batch_docs[doc.doc_id]} in this batch; rename one of the files"
+                )
+                finish(outcome)
+                continue
+            existing = self.catalog.get_document(collection, doc.doc_id)
+            indexed = existing if existing is not None and existing.status == "indexed" else None
+            if indexed is not None and indexed.content_hash == doc.content_hash:
+                outcome.status = "unchanged"
+                outcome.n_chunks = indexed.n_chunks
+                finish(outcome)
+                continue
+            # older versions of this file indexed under another doc_id are replaced too
+            stale = [
+                d.doc_id
+                for d in self.catalog.find_by_path(collection, doc.path)
+                if d.doc_id != doc.doc_id and d.status == "indexed"
+            ]
+            remove = ([doc.doc_id] if indexed is not None else []) + stale
+            same = self.catalog.find_by_hash(collection, doc.content_hash)
+            duplicate_of = None
+            if same is not None and same.doc_id != doc.doc_id and same.doc_id not in stale:
+                duplicate_of = f"'{same.doc_id}' ({same.path})"
+            elif doc.content_hash in batch_hashes:
+                duplicate_of = f"'{batch_hashes[doc.content_hash]}' (ingested just before)"
+            if duplicate_of is not None:
+                outcome.status = "duplicate"
+                outcome.message = f"{path.name}: same content as {duplicate_of}; not indexed again"
+                if remove:  # the file changed into a copy of another document
+                    self._remove(collection, dim, remove)
+                    outcome.message += f"; its previous version ({', '.join(remove)}) was removed"
+                finish(outcome)
+                continue
+
+            t0 = time.perf_counter()
+            chunks = chunk_document(
+                doc, self.settings.chunk_words, self.settings.chunk_overlap_words
+            )
+            problem = self._chunk_id_problem(collection, doc.doc_id, chunks, batch_chunks, stale)
+            report.timings.chunk_s += time.perf_counter() - t0
+            if problem or not chunks:
+                outcome.status = "failed" if problem else "skipped"
+                outcome.message = f"{path.name}: {problem or 'no text to index'}"
+                if indexed is not None:
+                    outcome.message += "; the previously indexed version is kept"
+                    outcome.n_chunks = indexed.n_chunks
+                else:
+                    self.catalog.record_failure(
+                        collection,
+                        doc.doc_id,
+                        doc.path,
+                        problem or "no text to index",
+                        status=outcome.status,
+                    )
+                if not problem:
+                    report.warnings.append(outcome.message)
+                finish(outcome)
+                continue
+            if remove:
+                outcome.status = "replaced"
+                if stale:
+                    outcome.message = f"replaces {', '.join(stale)} (same path)"
+            outcome.n_chunks = len(chunks)
+            batch_docs[doc.doc_id] = str(path)
+            batch_hashes[doc.content_hash] = doc.doc_id
+            batch_chunks.update((c.chunk_id, doc.doc_id) for c in chunks)
+            pending.append(_Pending(doc, chunks, outcome, remove))
+
+        if not pending:
+            return
+        t0 = time.perf_counter()
+        removed = {d for p in pending for d in p.remove} | {p.doc.doc_id for p in pending}
+        targets = self.catalog.section_stubs(collection, exclude_doc_ids=sorted(removed))
+        resolve_references([c for p in pending for c in p.chunks] + targets)
+        report.timings.chunk_s += time.perf_counter() - t0
+
+        self._embed_and_write(collection, dim, pending, report, progress, finish)
+
+        t0 = time.perf_counter()
+        if any(p.remove for p in pending):
+            self.catalog.clear_dangling_references(collection)
+        self._reresolve(collection, exclude={p.doc.doc_id for p in pending})
+        report.timings.chunk_s += time.perf_counter() - t0
+
+    def _chunk_id_problem(
+        self,
+        collection: str,
+        doc_id: str,
+        chunks: Sequence[Chunk],
+        batch_chunks: dict[str, str],
+        replaced: Sequence[str],
+    ) -> str | None:
+        """Why these chunk ids cannot be stored (used twice or by another document)."""
+        ids = [c.chunk_id for c in chunks]
+        if len(set(ids)) != len(ids):
+            repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
+            return f"the document repeats chunk ids ({', '.join(repeated[:3])})"
+        mine = {doc_id, *replaced}
+        owners = {
+            cid: owner
+            for cid, owner in self.catalog.chunk_owners(collection, ids).items()
+            if owner not in mine
+        }
+        owners.update({cid: batch_chunks[cid] for cid in ids if cid in batch_chunks})
+        if not owners:
+            return None
+        cid, owner = min(owners.items())
+        return (
+            f"section id '{cid.split('#')[0]}' is already used by document '{owner}' "
+            f"({len(owners)} chunk ids clash); not indexed"
+        )
+
+    # ------------------------------------------------------------------ writing
+
+    def _remove(self, collection: str, dim: int, doc_ids: Iterable[str]) -> None:
+        index = self.index(collection, dim)
+        for doc_id in doc_ids:
+            index.delete_document(doc_id)
+            self.catalog.delete_document(collection, doc_id)
+        self.catalog.clear_dangling_references(collection)
+
+    def _embed_and_write(
+        self,
+        collection: str,
+        dim: int,
+        pending: list[_Pending],
+        report: IngestReport,
+        progress: ProgressCallback | None,
+        finish: Callable[[FileOutcome], None],
+    ) -> None:
+        """Embed the pending chunks in large batches, then write index and catalog.
+
+        Documents go by groups of about :data:`EMBED_GROUP` chunks: all of a group's chunks
+        are embedded, then its old versions deleted, its chunks added to the index in one call
+        and its catalog records saved (index first: a crash before the catalog write leaves
+        the old hash in the catalog, so the next run redoes the document).
+        """
+        embedder = self.embedder
+        # the model is loaded now: check its name and dim against the collection's
+        self.catalog.ensure_collection(
+            collection, embedder.name, embedder.dim, self.settings.index_backend
+        )
+        index = self.index(collection, dim)
+        n_total = sum(len(p.chunks) for p in pending)
+        step = max(self.settings.embedding_batch_size * 16, 512)
+        done = 0
+        if progress is not None:
+            progress.on_chunks(0, n_total)
+        for group in _groups(pending, EMBED_GROUP):
+            chunks = [c for p in group for c in p.chunks]
+            texts = [c.index_text() for c in chunks]
+            t0 = time.perf_counter()
+            parts: list[np.ndarray] = []
+            for lo in range(0, len(texts), step):
+                parts.append(embedder.embed(texts[lo : lo + step]))
+                done += len(parts[-1])
+                if progress is not None:
+                    progress.on_chunks(done, n_total)
+            vectors = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            report.timings.embed_s += time.perf_counter() - t0
+            report.n_embedded += len(chunks)
+
+            t0 = time.perf_counter()
+            for p in group:
+                for doc_id in p.remove:
+                    index.delete_document(doc_id)
+            index.add(chunks, vectors)
+            for p in group:
+                for doc_id in p.remove:
+                    if doc_id != p.doc.doc_id:
+                        self.catalog.delete_document(collection, doc_id)
+                self.catalog.save_document(
+                    collection,
+                    DocumentInfo(
+                        doc_id=p.doc.doc_id,
+                        path=p.doc.path,
+                        content_hash=p.doc.content_hash,
+                        title=p.doc.title,
+                    ),
+                    p.chunks,
+                )
+            report.timings.index_s += time.perf_counter() - t0
+            for p in group:
+                finish(p.outcome)
+
+    def _reresolve(self, collection: str, exclude: set[str]) -> None:
+        """Retry other documents' unresolved references against the sections now present.
+
+        Skipped when more than :data:`RERESOLVE_MAX_CHUNKS` chunks hold such references.
+        """
+        citing = self.catalog.chunks_with_unresolved_references(
+            collection, exclude_doc_ids=sorted(exclude), limit=RERESOLVE_MAX_CHUNKS
+        )
+        if not citing:
+            return
+        before = {
+            (r.source_id, r.target_text) for c in citing for r in c.references if not r.target_id
+        }
+        resolve_references(citing + self.catalog.section_stubs(collection))
+        found = [
+            r
+            for c in citing
+            for r in c.references
+            if r.target_id is not None and (r.source_id, r.target_text) in before
+        ]
+        if found:
+            self.catalog.update_references(collection, found)
+
+
+def _groups(pending: list[_Pending], size: int) -> Iterator[list[_Pending]]:
+    """Consecutive groups of documents of about ``size`` chunks (a document is never split)."""
+    group: list[_Pending] = []
+    n = 0
+    for p in pending:
+        group.append(p)
+        n += len(p.chunks)
+        if n >= size:
+            yield group
+            group, n = [], 0
+    if group:
+        yield group
+
+
+def _start(progress: ProgressCallback | None, n_files: int) -> None:
+    on_start = getattr(progress, "on_start", None)
+    if callable(on_start):
+        on_start(n_files)

@@ -1,0 +1,396 @@
+"""JSON and JSONL record loading: one :class:`~sleuth.types.Section` per record.
+
+A record is a JSON object holding a text field (and optionally a title and an id). Where the
+records live and how their citation ids are built is described by :class:`RecordOptions`.
+A JSON object shaped like the statute files (``{"name": ..., "sections": [{"section_number",
+"text", ...}]}``) is recognised automatically and loaded with :data:`STATUTE_PROFILE`, which
+gives ids such as ``BNS_S103``.
+
+Templates (``source_id_template``, ``title_template``, ``doc_id_template``) use ``{field}``
+for a field of the record, ``{doc.field}`` for a field of the top-level object, and an
+optional filter: ``{doc.name|abbr}`` (act abbreviation, see :func:`abbreviate`), ``|slug``,
+``|upper``, ``|lower``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sleuth.errors import IngestError
+from sleuth.types import Section
+
+_ABBR_SKIP = frozenset({"the", "of", "and", "for", "in", "on", "to", "a", "an"})
+_AUTO_RECORD_KEYS = ("sections", "records", "items", "documents", "entries", "data")
+_AUTO_TEXT_FIELDS = ("text", "content", "body", "page_content")
+_TEMPLATE_RE = re.compile(r"\{(?P<name>[^{}|]+)(?:\|(?P<filter>\w+))?\}")
+
+
+class RecordOptions(BaseModel):
+    """How to turn JSON/JSONL records into sections.
+
+    All field names are plain keys of the record (no nesting) except ``record_path``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    record_path: str = Field(
+        default="",
+        description="Dotted path to the record list in the top-level object, e.g. 'sections'; "
+        "empty: the top-level list (JSON) or each line (JSONL)",
+    )
+    text_field: str = Field(default="text", description="Record field holding the text")
+    title_field: str | None = Field(default="title", description="Record field with the title")
+    id_field: str | None = Field(
+        default=None, description="Record field used as source_id (when no template is given)"
+    )
+    source_id_template: str | None = Field(
+        default=None, description="e.g. '{doc.name|abbr}_S{section_number}'"
+    )
+    title_template: str | None = Field(
+        default=None,
+        description="Section title built from the record, e.g. 'Section {section_number}. "
+        "{title}'; default: the title field",
+    )
+    title_path_fields: list[str] = Field(
+        default_factory=list,
+        description="Record fields inserted (when non-empty) between the document title and "
+        "the section title, e.g. ['chapter']",
+    )
+    doc_title_field: str | None = Field(
+        default="name", description="Top-level field holding the document title"
+    )
+    doc_id_template: str | None = Field(
+        default=None, description="Template for the document id, e.g. '{doc.name|abbr}'"
+    )
+
+
+STATUTE_PROFILE = RecordOptions(
+    record_path="sections",
+    text_field="text",
+    title_field="title",
+    source_id_template="{doc.name|abbr}_S{section_number}",
+    title_template="Section {section_number}. {title}",
+    title_path_fields=["chapter"],
+    doc_title_field="name",
+    doc_id_template="{doc.name|abbr}",
+)
+"""Built-in profile of the statute files (BNS, BNSS, BSA, CPA)."""
+
+
+@dataclass
+class RecordSet:
+    """What a JSON/JSONL file yields: sections plus what it says about the document.
+
+    ``title`` and ``doc_id`` are ``None`` when the file does not provide them (the loader then
+    uses the file name).
+    """
+
+    sections: list[Section]
+    title: str | None = None
+    doc_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def abbreviate(name: str) -> str:
+    """Initials of the capitalised words of a name, skipping 'The', 'Of', 'And' and numbers.
+
+    ``"The Bharatiya Nyaya Sanhita, 2023"`` -> ``"BNS"``;
+    ``"The Consumer Protection Act, 2019"`` -> ``"CPA"``. Returns ``""`` when no word qualifies.
+    """
+    words = re.findall(r"[^\W\d_][\w’'-]*", name)
+    return "".join(w[0] for w in words if w[0].isupper() and w.lower() not in _ABBR_SKIP).upper()
+
+
+def is_statute(data: Any) -> bool:
+    """Whether ``data`` (parsed JSON) has the statute shape handled by :data:`STATUTE_PROFILE`.
+
+    That is: an object with a string ``name`` and a non-empty ``sections`` list whose first
+    record has ``section_number`` and ``text``.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        return False
+    sections = data.get("sections")
+    if not isinstance(sections, list) or not sections or not isinstance(sections[0], dict):
+        return False
+    return "section_number" in sections[0] and "text" in sections[0]
+
+
+def records_from_json(text: str, path: str, options: RecordOptions | None = None) -> RecordSet:
+    """Parse a JSON document into sections.
+
+    Args:
+        text: the JSON text.
+        path: the file path, used in error messages.
+        options: how to read the records; ``None`` detects the statute shape, else a list of
+            objects (top-level, or under one of 'sections', 'records', 'items', ...) with a
+            'text'/'content'/'body' field.
+
+    Returns:
+        A :class:`RecordSet` (sections in record order; ``doc_id``/``title`` when derivable).
+
+    Raises:
+        IngestError: invalid JSON (with line and column), records not found, a record that is
+            not an object or lacks the text field (naming the record), a template field missing.
+        EmptyDocumentError: the record list is empty (raised by the loader, see loaders.py).
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise IngestError(
+            path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
+    if options is None:
+        options = STATUTE_PROFILE if is_statute(data) else _detect_options(data, path)
+    records, where = _select_records(data, options.record_path, path)
+    top = data if isinstance(data, dict) else {}
+    labels = [f"{where}[{i}]" for i in range(len(records))]
+    return _build(records, labels, top, options, path)
+
+
+def records_from_jsonl(text: str, path: str, options: RecordOptions | None = None) -> RecordSet:
+    """Parse JSON Lines (one record per non-blank line) into sections.
+
+    ``options.record_path``, when set, is applied to each line (it may select an object or a
+    list of objects). ``{doc.field}`` in templates reads nothing (there is no top-level object).
+
+    Raises:
+        IngestError: a line that is not valid JSON (line and column), or a bad record (naming
+            its line).
+    """
+    records: list[Any] = []
+    labels: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise IngestError(
+                path, f"invalid JSON on line {lineno}, column {exc.colno}: {exc.msg}"
+            ) from exc
+        if options is not None and options.record_path:
+            selected, _ = _select_records(value, options.record_path, f"{path}, line {lineno}")
+            records.extend(selected)
+            labels.extend(f"line {lineno}[{i}]" for i in range(len(selected)))
+        else:
+            records.append(value)
+            labels.append(f"line {lineno}")
+    if options is None:
+        options = _detect_options(records, path)
+    return _build(records, labels, {}, options, path)
+
+
+def render_template(
+    template: str, record: dict[str, Any], doc: dict[str, Any], missing_ok: bool = False
+) -> str:
+    """Fill ``{field}``, ``{doc.field}`` and ``{field|filter}`` placeholders.
+
+    With ``missing_ok`` a missing field renders as ``"\x00"`` (for the caller to clean up).
+
+    Raises:
+        KeyError: a placeholder names a missing field (the message is the field name).
+        ValueError: an unknown filter.
+    """
+
+    def repl(match: re.Match[str]) -> str:
+        name = match.group("name").strip()
+        source, key = (doc, name[4:]) if name.startswith("doc.") else (record, name)
+        if key not in source or source[key] is None:
+            if missing_ok:
+                return "\x00"
+            raise KeyError(name)
+        return _apply_filter(_scalar_text(source[key]), match.group("filter"))
+
+    return _TEMPLATE_RE.sub(repl, template)
+
+
+def normalize_text(text: str) -> str:
+    """Normalise line endings to ``\\n`` and strip surrounding whitespace; keeps content."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
+
+
+def _apply_filter(value: str, name: str | None) -> str:
+    if name is None:
+        return value
+    if name == "abbr":
+        return abbreviate(value)
+    if name == "upper":
+        return value.upper()
+    if name == "lower":
+        return value.lower()
+    if name == "slug":
+        ascii_text = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode()
+        return re.sub(r"[^a-z0-9]+", "_", ascii_text.lower()).strip("_")
+    raise ValueError(f"unknown template filter '|{name}' (known: abbr, slug, upper, lower)")
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _detect_options(data: Any, path: str) -> RecordOptions:
+    record_path = ""
+    records: Any = data
+    if isinstance(data, dict):
+        for key in _AUTO_RECORD_KEYS:
+            if isinstance(data.get(key), list):
+                record_path, records = key, data[key]
+                break
+        else:
+            raise IngestError(
+                path,
+                "no records found: expected a list of objects, or an object with one of "
+                f"{', '.join(repr(k) for k in _AUTO_RECORD_KEYS)} holding them "
+                "(or pass RecordOptions(record_path=...))",
+            )
+    if not isinstance(records, list):
+        raise IngestError(path, "no records found: the JSON value is not a list of objects")
+    first = next((r for r in records if isinstance(r, dict)), None)
+    if first is None:
+        return RecordOptions(record_path=record_path)
+    text_field = next((f for f in _AUTO_TEXT_FIELDS if f in first), None)
+    if text_field is None:
+        raise IngestError(
+            path,
+            f"records have no text field (looked for {', '.join(_AUTO_TEXT_FIELDS)}); "
+            "pass RecordOptions(text_field=...)",
+        )
+    title_field = next((f for f in ("title", "name", "heading") if f in first), None)
+    id_field = next((f for f in ("id", "source_id") if f in first), None)
+    return RecordOptions(
+        record_path=record_path, text_field=text_field, title_field=title_field, id_field=id_field
+    )
+
+
+def _select_records(data: Any, record_path: str, path: str) -> tuple[list[Any], str]:
+    node = data
+    where = "$"
+    for part in [p for p in record_path.split(".") if p]:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise IngestError(path, f"record_path '{record_path}': '{part}' not found")
+        where = part if where == "$" else f"{where}.{part}"
+    if isinstance(node, dict):
+        return [node], where
+    if not isinstance(node, list):
+        raise IngestError(
+            path, f"record_path '{record_path or '$'}' is a {type(node).__name__}, not a list"
+        )
+    return node, where
+
+
+def _record_text(value: Any, label: str, text_field: str, path: str) -> str:
+    if isinstance(value, str):
+        return normalize_text(value)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return normalize_text(" ".join(v.strip() for v in value))
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    kind = "null" if value is None else type(value).__name__
+    raise IngestError(path, f"{label}: field '{text_field}' is {kind}, not text")
+
+
+def _build(
+    records: list[Any],
+    labels: list[str],
+    top: dict[str, Any],
+    options: RecordOptions,
+    path: str,
+) -> RecordSet:
+    doc_title: str | None = None
+    if options.doc_title_field and isinstance(top.get(options.doc_title_field), str):
+        doc_title = " ".join(top[options.doc_title_field].split()) or None
+    doc_id: str | None = None
+    if options.doc_id_template:
+        try:
+            doc_id = render_template(options.doc_id_template, {}, top) or None
+        except KeyError as exc:
+            raise IngestError(path, f"doc_id_template: field {exc} is missing") from exc
+        except ValueError as exc:
+            raise IngestError(path, str(exc)) from exc
+
+    sections: list[Section] = []
+    used: dict[str, int] = {}
+    for index, (record, label) in enumerate(zip(records, labels, strict=True)):
+        if not isinstance(record, dict):
+            raise IngestError(path, f"{label}: record is a {type(record).__name__}, not an object")
+        if options.text_field not in record:
+            raise IngestError(path, f"{label}: missing text field '{options.text_field}'")
+        text = _record_text(record[options.text_field], label, options.text_field, path)
+        try:
+            title = _record_title(record, index, options)
+            source_id = _record_id(record, top, options)
+        except KeyError as exc:
+            raise IngestError(path, f"{label}: missing field {exc}") from exc
+        except ValueError as exc:
+            raise IngestError(path, str(exc)) from exc
+        if source_id is not None:
+            source_id = _dedupe(source_id, used)
+        middle = [
+            _scalar_text(record[f])
+            for f in options.title_path_fields
+            if record.get(f) not in (None, "", [])
+        ]
+        title_path = [t for t in [doc_title, *middle, title] if t]
+        metadata = {
+            k: v
+            for k, v in record.items()
+            if k != options.text_field and isinstance(v, str | int | float | bool) and v != ""
+        }
+        if doc_title:
+            metadata.setdefault("doc_title", doc_title)
+        sections.append(
+            Section(title_path=title_path, text=text, source_id=source_id, metadata=metadata)
+        )
+    doc_meta = {k: v for k, v in top.items() if isinstance(v, str | int | float) and v != ""}
+    return RecordSet(sections=sections, title=doc_title, doc_id=doc_id, metadata=doc_meta)
+
+
+def _record_title(record: dict[str, Any], index: int, options: RecordOptions) -> str:
+    if options.title_template:
+        title = render_template(options.title_template, record, {}, missing_ok=True)
+        if "\x00" in title:  # e.g. "Section 7. " when the record has no title
+            title = title.replace("\x00", "").strip(" .:-")
+        return title.strip() or f"Record {index + 1}"
+    if options.title_field and record.get(options.title_field) not in (None, ""):
+        return _scalar_text(record[options.title_field])
+    return f"Record {index + 1}"
+
+
+def _record_id(record: dict[str, Any], top: dict[str, Any], options: RecordOptions) -> str | None:
+    if options.source_id_template:
+        return render_template(options.source_id_template, record, top)
+    if options.id_field:
+        if record.get(options.id_field) in (None, ""):
+            raise KeyError(options.id_field)
+        return _scalar_text(record[options.id_field])
+    return None
+
+
+def _dedupe(source_id: str, used: dict[str, int]) -> str:
+    if source_id not in used:
+        used[source_id] = 1
+        return source_id
+    n = used[source_id]
+    candidate = source_id
+    while candidate in used:
+        n += 1
+        candidate = f"{source_id}_{n}"
+    used[source_id] = n
+    used[candidate] = 1
+    return candidate

@@ -1,0 +1,529 @@
+"""An in-process llama.cpp chat model with prompt-based tool calling.
+
+``LlamaCppChatModel`` runs a GGUF model through ``llama_cpp.Llama`` (imported lazily; extra
+``local``). Tool calling does not rely on the model's own tool template (small models have
+none): the bound tools are described in the system prompt and the model is asked to reply
+either with one JSON object ``{"tool": NAME, "arguments": {...}}`` or with a plain-text
+answer. The reply is parsed leniently with ``json_repair``; a recognised call becomes
+``AIMessage.tool_calls``, a call to an unknown tool becomes ``invalid_tool_calls``, anything
+else is the answer text. With a forced ``tool_choice`` the reply is grammar-constrained to
+a valid call, so it always parses. Tool results (``ToolMessage``) are fed back as user turns.
+
+Robustness over quality: the default model (SmolLM2-135M) is tiny.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call
+from langchain_core.messages.tool import tool_call as make_tool_call
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field
+
+from sleuth.errors import require
+
+_CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
+_CACHE_LOCK = threading.Lock()
+
+_TRUNCATION_MARK = " [...truncated...] "
+_NAME_KEYS = ("tool", "name", "tool_name", "function", "action")
+_ARG_KEYS = ("arguments", "args", "parameters", "input", "action_input")
+_ANSWER_KEYS = ("answer", "final_answer", "response", "message", "content")
+
+
+def load_llama(model_path: str, n_ctx: int = 4096, n_threads: int | None = None) -> Any:
+    """Load (once per process) and return the ``llama_cpp.Llama`` for these settings.
+
+    Args:
+        model_path: path of the GGUF file.
+        n_ctx: context window in tokens.
+        n_threads: CPU threads; ``os.cpu_count()`` when None.
+
+    Raises:
+        MissingExtraError: llama-cpp-python is not installed (extra ``local``).
+        ValueError: llama.cpp could not load the file.
+    """
+    return _load(model_path, n_ctx, n_threads)[0]
+
+
+def _load(model_path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.Lock]:
+    threads = n_threads or os.cpu_count() or 1
+    key = (os.path.abspath(model_path), n_ctx, threads)
+    with _CACHE_LOCK:
+        entry = _CACHE.get(key)
+        if entry is None:
+            llama_cpp = require("llama_cpp", "local", "the local llama.cpp model")
+            llama = llama_cpp.Llama(  # type: ignore[attr-defined]
+                model_path=key[0],
+                n_ctx=n_ctx,
+                n_threads=threads,
+                n_threads_batch=threads,
+                verbose=False,
+            )
+            entry = (llama, threading.Lock())
+            _CACHE[key] = entry
+        return entry
+
+
+def _text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "".join(parts)
+
+
+def _type_hint(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return " | ".join(json.dumps(value) for value in schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    if kind == "array":
+        return f"list of {_type_hint(schema.get('items', {}))}"
+    return str(kind or "any")
+
+
+def describe_tools(tools: Sequence[dict[str, Any]], forced: bool = False) -> str:
+    """The system-prompt section that teaches the JSON tool-call protocol.
+
+    Args:
+        tools: OpenAI-format tool schemas (``{"type": "function", "function": {...}}``).
+        forced: the model must call a tool (no plain-text answer allowed).
+
+    Returns:
+        Text listing each tool with its arguments, the reply format and an example.
+    """
+    lines = ["You can call these tools:"]
+    for tool in tools:
+        function = tool["function"]
+        params = function.get("parameters") or {}
+        required = set(params.get("required") or ())
+        args = ", ".join(
+            f"{name}: {_type_hint(spec)}{'' if name in required else ' (optional)'}"
+            for name, spec in (params.get("properties") or {}).items()
+        )
+        description = " ".join((function.get("description") or "").split())
+        lines.append(f"- {function['name']}({args}): {description}".rstrip(": "))
+    first = tools[0]["function"]
+    first_props = list((first.get("parameters") or {}).get("properties") or {})
+    example_args = {first_props[0]: "..."} if first_props else {}
+    example = json.dumps({"tool": first["name"], "arguments": example_args})
+    lines += [
+        "",
+        "To call a tool, reply with only one JSON object and nothing else, for example:",
+        example,
+    ]
+    if forced:
+        lines.append("You must call a tool now.")
+    else:
+        lines.append("When you can answer, reply with the answer as plain text, without any JSON.")
+    return "\n".join(lines)
+
+
+def _tool_call_json(call: ToolCall) -> str:
+    return json.dumps({"tool": call["name"], "arguments": call["args"]}, ensure_ascii=False)
+
+
+def to_llama_messages(
+    messages: Sequence[BaseMessage], tool_prompt: str | None = None
+) -> list[dict[str, str]]:
+    """Convert LangChain messages into llama.cpp chat dicts (system/user/assistant only).
+
+    System messages are merged into one leading system message (with ``tool_prompt``
+    appended); assistant tool calls are rendered as the JSON protocol; tool results become
+    user turns ``Result of tool NAME:``; consecutive turns of one role are merged.
+
+    Returns:
+        ``[{"role": "system" | "user" | "assistant", "content": str}, ...]``.
+    """
+    system_parts: list[str] = []
+    turns: list[dict[str, str]] = []
+    call_names: dict[str, str] = {}
+
+    def add(role: str, content: str) -> None:
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"] += "\n\n" + content
+        else:
+            turns.append({"role": role, "content": content})
+
+    for message in messages:
+        text = _text(message)
+        if isinstance(message, SystemMessage):
+            system_parts.append(text)
+        elif isinstance(message, AIMessage):
+            parts = [text] if text.strip() else []
+            for call in message.tool_calls:
+                if call.get("id"):
+                    call_names[call["id"]] = call["name"]
+                parts.append(_tool_call_json(call))
+            for bad in message.invalid_tool_calls:
+                parts.append(json.dumps({"tool": bad.get("name"), "arguments": bad.get("args")}))
+            add("assistant", "\n".join(parts))
+        elif isinstance(message, ToolMessage):
+            name = message.name or call_names.get(message.tool_call_id, "tool")
+            add("user", f"Result of tool {name}:\n{text}")
+        elif isinstance(message, HumanMessage):
+            add("user", text)
+        elif isinstance(message, ChatMessage) and message.role in ("system", "assistant"):
+            if message.role == "system":
+                system_parts.append(text)
+            else:
+                add("assistant", text)
+        else:
+            add("user", text)
+    if tool_prompt:
+        system_parts.append(tool_prompt)
+    system = "\n\n".join(part for part in system_parts if part.strip())
+    return ([{"role": "system", "content": system}] if system else []) + turns
+
+
+def _strip_fences(text: str) -> str:
+    return re.sub(r"```[a-zA-Z]*", "", text).strip()
+
+
+def _as_args(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        import json_repair
+
+        parsed = json_repair.loads(value) if value.strip() else {}
+        return parsed if isinstance(parsed, dict) else None
+    return None
+
+
+def parse_tool_reply(
+    text: str, tool_names: Sequence[str]
+) -> tuple[str, list[ToolCall], list[InvalidToolCall]]:
+    """Parse a model reply under the JSON tool-call protocol.
+
+    Accepts ``{"tool": NAME, "arguments": {...}}`` (also ``name``/``function``/``args``/
+    ``parameters`` spellings, several objects, code fences, trailing chatter, broken JSON),
+    ``functions.NAME:\\n{...}`` and an ``{"answer": TEXT}`` object; when exactly one tool is
+    bound, a bare object without a tool name (and without an answer key) is taken as that
+    tool's arguments. Unknown tool names and non-object arguments become invalid calls.
+
+    Args:
+        text: the raw model reply.
+        tool_names: the bound tool names.
+
+    Returns:
+        ``(content, tool_calls, invalid_tool_calls)``; content is ``""`` when a call (valid or
+        not) was found, else the answer text.
+    """
+    import json_repair
+
+    names = list(tool_names)
+    lowered = {name.lower(): name for name in names}
+    cleaned = _strip_fences(text)
+    calls: list[ToolCall] = []
+    invalid: list[InvalidToolCall] = []
+
+    match = re.search(r"functions\.([A-Za-z0-9_\-]+)\s*:", cleaned)
+    if match:
+        cleaned = json.dumps(
+            {"tool": match.group(1), "arguments": cleaned[match.end() :].strip() or "{}"}
+        )
+
+    start = cleaned.find("{")
+    if start < 0 or not names:
+        return text.strip(), calls, invalid
+    try:
+        parsed = json_repair.loads(cleaned[start:])
+    except Exception:  # json_repair is lenient, but never let a parse error escape
+        return text.strip(), calls, invalid
+    objects = [obj for obj in (parsed if isinstance(parsed, list) else [parsed]) if obj]
+
+    for obj in objects:
+        if not isinstance(obj, dict):
+            continue
+        raw_name: Any = next((obj[k] for k in _NAME_KEYS if k in obj), None)
+        raw_args: Any = next((obj[k] for k in _ARG_KEYS if k in obj), None)
+        if isinstance(raw_name, dict):  # {"function": {"name": ..., "arguments": ...}}
+            raw_args = raw_name.get("arguments", raw_name.get("args", raw_args))
+            raw_name = raw_name.get("name")
+        if raw_name is None:
+            answer = next((obj[k] for k in _ANSWER_KEYS if isinstance(obj.get(k), str)), None)
+            if answer is not None and not calls:
+                return answer.strip(), [], []
+            if len(names) == 1 and not calls:
+                raw_name, raw_args = names[0], obj
+            else:
+                continue
+        name = str(raw_name).strip().removeprefix("functions.")
+        resolved = name if name in names else lowered.get(name.lower())
+        args = _as_args(raw_args)
+        call_id = f"call_{uuid.uuid4().hex[:12]}"
+        if resolved is None:
+            invalid.append(
+                invalid_tool_call(
+                    name=name,
+                    args=json.dumps(raw_args, ensure_ascii=False, default=str),
+                    id=call_id,
+                    error=f"unknown tool {name!r}; available tools: {', '.join(names)}",
+                )
+            )
+        elif args is None:
+            invalid.append(
+                invalid_tool_call(
+                    name=resolved,
+                    args=json.dumps(raw_args, ensure_ascii=False, default=str),
+                    id=call_id,
+                    error=f"arguments of tool {resolved!r} must be a JSON object",
+                )
+            )
+        else:
+            calls.append(make_tool_call(name=resolved, args=args, id=call_id))
+    if not calls and not invalid:
+        return text.strip(), [], []
+    return "", calls, invalid
+
+
+def _forced_tools(tools: list[dict[str, Any]], tool_choice: Any) -> list[dict[str, Any]] | None:
+    """The tools the model must choose from, or None when it may answer in text."""
+    if not tools or tool_choice in (None, "auto", "none", False):
+        return None
+    if tool_choice in ("any", "required", True):
+        return tools
+    name = tool_choice
+    if isinstance(tool_choice, dict):
+        name = (tool_choice.get("function") or {}).get("name") or tool_choice.get("name")
+    chosen = [tool for tool in tools if tool["function"]["name"] == name]
+    if not chosen:
+        raise ValueError(f"tool_choice {name!r} is not among the bound tools")
+    return chosen
+
+
+def _call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    variants = [
+        {
+            "type": "object",
+            "properties": {
+                "tool": {"const": tool["function"]["name"]},
+                "arguments": tool["function"].get("parameters") or {"type": "object"},
+            },
+            "required": ["tool", "arguments"],
+        }
+        for tool in tools
+    ]
+    return variants[0] if len(variants) == 1 else {"oneOf": variants}
+
+
+class LlamaCppChatModel(BaseChatModel):
+    """A chat model running a GGUF file in process through llama.cpp.
+
+    Args:
+        model_path: the GGUF file.
+        n_ctx: context window in tokens (default 4096).
+        n_threads: CPU threads (default ``os.cpu_count()``).
+        temperature: sampling temperature (0 = greedy).
+        max_tokens: cap on generated tokens per call.
+        repeat_penalty: >1 discourages the loops small models fall into.
+        timeout_s: wall-clock budget of one generation; past it the model is made to stop
+            (not applied to grammar-constrained calls, which always end in a valid object).
+
+    The loaded ``Llama`` is cached per (path, n_ctx, n_threads) and shared by all instances;
+    calls on one cached model are serialised by a lock.
+
+    Raises (at call time):
+        MissingExtraError: llama-cpp-python is not installed.
+        ValueError: the GGUF cannot be loaded, or ``tool_choice`` names an unbound tool.
+    """
+
+    model_path: str
+    n_ctx: int = Field(default=4096, ge=256)
+    n_threads: int | None = None
+    temperature: float = 0.0
+    max_tokens: int = Field(default=512, ge=1)
+    repeat_penalty: float = 1.1
+    timeout_s: float | None = 120.0
+    seed: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "sleuth-llamacpp"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_path": self.model_path, "n_ctx": self.n_ctx}
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | Any],
+        *,
+        tool_choice: str | dict[str, Any] | bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools (anything ``convert_to_openai_tool`` accepts).
+
+        Args:
+            tools: the tools.
+            tool_choice: None/``"auto"`` (call a tool or answer), ``"none"`` (ignore the
+                tools), ``"any"``/``"required"``/True (must call one), or a tool name /
+                ``{"type": "function", "function": {"name": ...}}`` (must call that one).
+            **kwargs: passed to ``bind``.
+        """
+        formatted = [convert_to_openai_tool(tool) for tool in tools]
+        return super().bind(tools=formatted, tool_choice=tool_choice, **kwargs)
+
+    def _fit_context(self, llama: Any, chat: list[dict[str, str]]) -> list[dict[str, str]]:
+        """Shorten turns (middle cut) until the prompt fits ``n_ctx - max_tokens``.
+
+        Older non-system turns are cut first, then the last turn, then the system prompt;
+        each cut keeps the head and tail of the text around a ``[...truncated...]`` mark.
+
+        Raises:
+            ValueError: the prompt cannot be made to fit (``n_ctx`` far too small).
+        """
+
+        def count(text: str) -> int:
+            return len(llama.tokenize(text.encode("utf-8"), add_bos=False))
+
+        budget = self.n_ctx - self.max_tokens - 16 - 8 * len(chat)
+        counts = [count(turn["content"]) for turn in chat]
+        if sum(counts) <= budget:
+            return chat
+        chat = [dict(turn) for turn in chat]
+        last = len(chat) - 1
+        middle = [i for i in range(len(chat)) if i != last and chat[i]["role"] != "system"]
+        tiers = [middle, [last], [i for i in range(len(chat)) if chat[i]["role"] == "system"]]
+        minimum = 48
+        for tier in tiers:
+            while sum(counts) > budget:
+                shrinkable = [i for i in tier if counts[i] > minimum]
+                if not shrinkable:
+                    break
+                index = max(shrinkable, key=lambda i: counts[i])
+                target = max(counts[index] - (sum(counts) - budget) - 16, minimum)
+                content = chat[index]["content"]
+                keep = int(len(content) * target / counts[index])
+                if keep >= len(content) - len(_TRUNCATION_MARK):
+                    keep = len(content) // 2
+                head = keep * 2 // 3
+                tail = keep - head
+                cut = content[:head] + _TRUNCATION_MARK + (content[-tail:] if tail > 0 else "")
+                new_count = count(cut)
+                if new_count >= counts[index]:
+                    break
+                chat[index]["content"] = cut
+                counts[index] = new_count
+        if sum(counts) > budget:
+            raise ValueError(
+                f"the prompt needs {sum(counts)} tokens even after truncation; "
+                f"n_ctx={self.n_ctx} leaves {budget} for it (max_tokens={self.max_tokens})"
+            )
+        return chat
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        llama, lock = _load(self.model_path, self.n_ctx, self.n_threads)
+        tools = list(tools or []) if tool_choice != "none" else []
+        forced = _forced_tools(tools, tool_choice)
+        tool_prompt = describe_tools(forced or tools, forced=forced is not None) if tools else None
+        chat = to_llama_messages(messages, tool_prompt)
+        if not chat or chat[-1]["role"] == "assistant":
+            chat.append({"role": "user", "content": "Continue."})
+
+        grammar = None
+        if forced is not None:
+            llama_cpp = require("llama_cpp", "local", "the local llama.cpp model")
+            schema = json.dumps(_call_schema(forced))
+            try:
+                grammar = llama_cpp.LlamaGrammar.from_json_schema(  # type: ignore[attr-defined]
+                    schema, verbose=False
+                )
+            except Exception:
+                grammar = llama_cpp.LlamaGrammar.from_string(  # type: ignore[attr-defined]
+                    llama_cpp.llama_grammar.JSON_GBNF,  # type: ignore[attr-defined]
+                    verbose=False,
+                )
+
+        with lock:
+            chat = self._fit_context(llama, chat)
+            logits_processor = None
+            if grammar is None and self.timeout_s:
+                logits_processor = self._deadline_processor(llama, self.timeout_s)
+            response = llama.create_chat_completion(
+                messages=chat,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                repeat_penalty=self.repeat_penalty,
+                stop=stop or [],
+                seed=self.seed,
+                grammar=grammar,
+                logits_processor=logits_processor,
+            )
+        choice = response["choices"][0]
+        raw = choice["message"].get("content") or ""
+        names = [tool["function"]["name"] for tool in tools]
+        if names:
+            content, calls, invalid = parse_tool_reply(raw, names)
+        else:
+            content, calls, invalid = raw.strip(), [], []
+        usage = response.get("usage") or {}
+        message = AIMessage(
+            content=content,
+            tool_calls=calls,
+            invalid_tool_calls=invalid,
+            response_metadata={
+                "model_name": os.path.basename(self.model_path),
+                "finish_reason": choice.get("finish_reason"),
+                "raw_output": raw,
+            },
+            usage_metadata={
+                "input_tokens": usage.get("prompt_tokens", 0),
+                "output_tokens": usage.get("completion_tokens", 0),
+                "total_tokens": usage.get("total_tokens", 0),
+            },
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    @staticmethod
+    def _deadline_processor(llama: Any, timeout_s: float) -> Any:
+        """A logits processor that forces end-of-sequence once ``timeout_s`` has passed."""
+        llama_cpp = require("llama_cpp", "local", "the local llama.cpp model")
+        eos = llama.token_eos()
+        deadline = time.monotonic() + timeout_s
+
+        def force_eos_after_deadline(input_ids: Any, scores: Any) -> Any:
+            if time.monotonic() > deadline and eos >= 0:
+                scores[:] = -float("inf")
+                scores[eos] = 0.0
+            return scores
+
+        return llama_cpp.LogitsProcessorList([force_eos_after_deadline])  # type: ignore[attr-defined]

@@ -1,0 +1,93 @@
+"""Live rendering of run events in the terminal (the ``sleuth ask`` trace).
+
+Unicode by default; ``ascii_only`` renders with plain ASCII markers (``[OK]``, ``->``) for
+terminals that cannot print Unicode.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.text import Text
+
+from sleuth.agents.answer import GeneratedAnswer
+from sleuth.agents.events import AgentEvent
+
+PREVIEW_CHARS = 240
+
+
+def _args(arguments: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+
+
+class TraceRenderer:
+    """An event sink that prints each step of a run as it happens.
+
+    Args:
+        console: where to print (stdout by default).
+        ascii_only: only ASCII characters in the output.
+        show_observe: also print OBSERVE steps (summaries of what the agent saw).
+    """
+
+    def __init__(
+        self, console: Console | None = None, ascii_only: bool = False, show_observe: bool = True
+    ) -> None:
+        self.ascii = ascii_only
+        self.console = console or Console(emoji=not ascii_only, highlight=False)
+        self.show_observe = show_observe
+        self.m = (
+            {"think": "[think]", "call": "  ->", "ok": "  <- [OK]", "fail": "  <- [FAIL]",
+             "obs": "[observe]", "cite": "-"}
+            if ascii_only
+            else {"think": "💭", "call": "  →", "ok": "  ←  ✓", "fail": "  ←  ✗",
+                  "obs": "👁 ", "cite": "•"}
+        )  # fmt: skip
+
+    def _text(self, text: str) -> str:
+        return text.encode("ascii", "replace").decode("ascii") if self.ascii else text
+
+    def _print(self, markup: str) -> None:
+        self.console.print(self._text(markup), soft_wrap=False)
+
+    def __call__(self, event: AgentEvent) -> None:
+        m = self.m
+        if event.type == "observe" and self.show_observe:
+            self._print(f"[dim]{m['obs']} {escape(event.content)}[/dim]")
+        elif event.type == "think":
+            self._print(f"[bold cyan]{m['think']} {escape(event.content)}[/bold cyan]")
+        elif event.type == "tool_call":
+            self._print(f"[yellow]{m['call']} {event.tool}({escape(_args(event.arguments))})[/]")
+        elif event.type == "tool_result":
+            mark = m["ok"] if event.ok else m["fail"]
+            style = "green" if event.ok else "red"
+            self._print(
+                f"[{style}]{mark} {escape(event.status)}[/] [dim]({event.duration_ms:.0f} ms)[/]"
+            )
+            preview = event.preview[:PREVIEW_CHARS]
+            if preview and event.ok:
+                self._print(f"[dim]     {escape(preview)}[/dim]")
+        elif event.type == "answer":
+            self.render_answer(event.answer, event.status)
+        elif event.type == "done":
+            self._print(f"[dim]status: {event.status}[/dim]")
+        elif event.type == "error":
+            self._print(f"[bold red]error: {escape(event.message)}[/bold red]")
+
+    def render_answer(self, answer: GeneratedAnswer, status: str) -> None:
+        title = "Insufficient context" if answer.is_insufficient_context else "Answer"
+        body = Text(self._text(answer.answer_text))
+        if answer.citations:
+            body.append("\n\nCitations:\n", style="bold")
+            for c in answer.citations:
+                body.append(self._text(f" {self.m['cite']} {c.source_id}  {c.title}\n"))
+        box_style = "yellow" if answer.is_insufficient_context else "green"
+        if self.ascii:
+            from rich import box
+
+            self.console.print(Panel(body, title=title, border_style=box_style, box=box.ASCII))
+        else:
+            self.console.print(Panel(body, title=title, border_style=box_style))

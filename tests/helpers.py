@@ -1,0 +1,63 @@
+"""Shared builders for unit tests: a small knowledge base on the hashing test embedder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sleuth.agents.reasoner import Reasoner
+from sleuth.config import Settings
+from sleuth.ingest.pipeline import IngestPipeline
+from sleuth.retrieval.embeddings import HashingEmbedder
+from sleuth.retrieval.search import KnowledgeBase
+from sleuth.service import AgentService
+from sleuth.store.catalog import Catalog
+from sleuth.types import Document, Section
+
+STATUTE_SECTIONS = {
+    "BNS_S100": ("Culpable homicide.", "Whoever causes death by doing an act with the intention "
+                 "of causing death commits the offence of culpable homicide."),
+    "BNS_S101": ("Murder.", "Except in the cases hereinafter excepted, culpable homicide is "
+                 "murder if the act by which the death is caused is done with the intention of "
+                 "causing death, as defined in section 100."),
+    "BNS_S103": ("Punishment for murder.", "(1) Whoever commits murder shall be punished with "
+                 "death or imprisonment for life, and shall also be liable to fine. (2) When a "
+                 "group of five or more persons commits murder each member shall be punished "
+                 "with death or with imprisonment for life. See section 101."),
+    "BNS_S303": ("Theft.", "Whoever, intending to take dishonestly any movable property out of "
+                 "the possession of any person without that person's consent, commits theft."),
+}  # fmt: skip
+
+
+def make_document(
+    sections: dict[str, tuple[str, str]], doc_id: str = "BNS", title: str = "Test Act"
+) -> Document:
+    return Document(
+        doc_id=doc_id,
+        path=f"{doc_id}.json",
+        title=title,
+        content_hash=str(hash(tuple(sorted(sections.items())))),
+        sections=[
+            Section(
+                title_path=[title, f"Section {sid.split('_S')[-1]}. {t}"], text=x, source_id=sid
+            )
+            for sid, (t, x) in sections.items()
+        ],
+    )
+
+
+def make_service(
+    tmp_path: Path,
+    sections: dict[str, tuple[str, str]] | None = None,
+    reasoner: Reasoner | None = None,
+    collection: str = "test",
+) -> AgentService:
+    """An AgentService over a one-document collection, indexed with ``HashingEmbedder``."""
+    embedder = HashingEmbedder()
+    settings = Settings(data_dir=tmp_path, embedding_model=embedder.name)
+    catalog = Catalog(settings.catalog_url)
+    kb = KnowledgeBase(settings, catalog, embedder=embedder)
+    pipeline = IngestPipeline(
+        settings, catalog, index_opener=lambda _s, c, _d: kb.index(c), embedder=embedder
+    )
+    pipeline.ingest_documents([make_document(sections or STATUTE_SECTIONS)], collection)
+    return AgentService(settings, kb, reasoner=reasoner)

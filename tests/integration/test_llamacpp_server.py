@@ -1,0 +1,169 @@
+"""SmolLM2-135M through llama.cpp: the OpenAI-compatible server and the in-process model.
+
+The model is tiny, so these tests check contracts (types, tool names, parseable calls), not
+answer quality. Forced tool choice is grammar-constrained on both paths, so there a
+well-formed call is asserted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+from pydantic import BaseModel
+
+from sleuth.config import Settings
+from sleuth.llm import testing
+from sleuth.llm.factory import make_chat_model
+
+pytestmark = pytest.mark.integration
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city."""
+    return f"Sunny in {city}"
+
+
+@tool
+def search(query: str) -> str:
+    """Search the document collection for passages about a query."""
+    return f"no results for {query}"
+
+
+TOOL_NAMES = {"get_weather", "search"}
+
+
+def _assert_tool_contract(message: object, allowed: set[str]) -> AIMessage:
+    assert isinstance(message, AIMessage)
+    for call in message.tool_calls:
+        assert call["name"] in allowed
+        assert isinstance(call["args"], dict)
+        assert call["id"]
+    if not message.tool_calls and not message.invalid_tool_calls:
+        assert isinstance(message.content, str)
+    return message
+
+
+# --- the OpenAI-compatible server -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server_model(llamacpp_server: str) -> BaseChatModel:
+    with testing.block_model_requests(False):
+        model = make_chat_model(
+            Settings(llm="openai:smollm2", llm_base_url=llamacpp_server, llm_timeout_s=60)
+        )
+    assert model is not None
+    return model
+
+
+def test_server_answers_plain_prompt(server_model: BaseChatModel) -> None:
+    reply = server_model.invoke("Say hello")
+    assert isinstance(reply, AIMessage)
+    assert isinstance(reply.content, str)
+    assert reply.content.strip()
+
+
+def test_server_with_tools_returns_ai_message(server_model: BaseChatModel) -> None:
+    bound = server_model.bind_tools([get_weather, search])
+    reply = bound.invoke(
+        [SystemMessage("You are a helpful assistant."), HumanMessage("Weather in Paris?")]
+    )
+    _assert_tool_contract(reply, TOOL_NAMES)
+
+
+def test_server_forced_tool_choice_gives_valid_call(server_model: BaseChatModel) -> None:
+    bound = server_model.bind_tools([get_weather], tool_choice="get_weather")
+    reply = _assert_tool_contract(
+        bound.invoke([SystemMessage("You are helpful."), HumanMessage("Weather in Rome?")]),
+        {"get_weather"},
+    )
+    assert [call["name"] for call in reply.tool_calls] == ["get_weather"]
+    assert isinstance(reply.tool_calls[0]["args"].get("city"), str)
+
+
+# --- the in-process model ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_model(smollm2_gguf: Path) -> BaseChatModel:
+    with testing.block_model_requests(False):
+        model = make_chat_model(Settings(llm="local", llm_timeout_s=60))
+    assert model is not None
+    return model
+
+
+def test_local_model_answers(smollm2_gguf: Path, local_model: BaseChatModel) -> None:
+    from sleuth.llm.local import LlamaCppChatModel
+
+    assert isinstance(local_model, LlamaCppChatModel)
+    assert Path(local_model.model_path) == smollm2_gguf
+    reply = local_model.invoke("Say hello")
+    assert isinstance(reply, AIMessage)
+    assert reply.content.strip()
+    assert reply.usage_metadata and reply.usage_metadata["output_tokens"] > 0
+
+
+def test_local_model_with_tools_references_bound_names(local_model: BaseChatModel) -> None:
+    bound = local_model.bind_tools([get_weather, search])
+    for question in ("What is the weather in Paris?", "Find passages about llamas."):
+        _assert_tool_contract(bound.invoke(question), TOOL_NAMES)
+
+
+def test_local_model_forced_tool_choice_always_parses(local_model: BaseChatModel) -> None:
+    reply = local_model.bind_tools([get_weather, search], tool_choice="any").invoke(
+        "What is the weather in Rome?"
+    )
+    _assert_tool_contract(reply, TOOL_NAMES)
+    assert len(reply.tool_calls) == 1
+    assert reply.invalid_tool_calls == []
+
+    named = local_model.bind_tools([get_weather, search], tool_choice="search").invoke("llamas")
+    assert [call["name"] for call in named.tool_calls] == ["search"]
+    assert isinstance(named.tool_calls[0]["args"]["query"], str)
+
+
+def test_local_model_tool_round_trip(local_model: BaseChatModel) -> None:
+    bound = local_model.bind_tools([get_weather])
+    call = {"name": "get_weather", "args": {"city": "Paris"}, "id": "call_1"}
+    history = [
+        HumanMessage("What is the weather in Paris?"),
+        AIMessage(content="", tool_calls=[call]),
+        ToolMessage("Sunny, 21 C", tool_call_id="call_1"),
+    ]
+    _assert_tool_contract(bound.invoke(history), {"get_weather"})
+
+
+def test_local_model_trims_overlong_context(local_model: BaseChatModel) -> None:
+    long_result = "The llama is a domesticated South American camelid. " * 2000  # ~24k tokens
+    history = [
+        HumanMessage("What is a llama?"),
+        AIMessage(
+            content="", tool_calls=[{"name": "search", "args": {"query": "llama"}, "id": "c"}]
+        ),
+        ToolMessage(long_result, tool_call_id="c"),
+    ]
+    # a small window keeps this fast: long prompts evaluate slowly on a few CPU cores
+    small = local_model.model_copy(update={"n_ctx": 1024, "max_tokens": 24})
+    reply = small.bind_tools([search]).invoke(history)
+    assert reply.usage_metadata and reply.usage_metadata["input_tokens"] <= 1024 - 24
+    _assert_tool_contract(reply, {"search"})
+
+
+def test_local_model_structured_output(local_model: BaseChatModel) -> None:
+    class Person(BaseModel):
+        name: str
+        age: int
+
+    person = local_model.with_structured_output(Person).invoke("John is 31 years old.")
+    assert isinstance(person, Person)
+
+
+def test_local_models_share_the_loaded_weights(smollm2_gguf: Path) -> None:
+    from sleuth.llm.local import load_llama
+
+    assert load_llama(str(smollm2_gguf)) is load_llama(str(smollm2_gguf))

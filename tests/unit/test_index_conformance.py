@@ -1,0 +1,550 @@
+"""One conformance suite for every ``Index`` backend (LocalIndex, MilvusIndex on Milvus Lite).
+
+Vectors come from a tiny deterministic embedder (hashed bag of words, 64-d), not a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import re
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sleuth.config import Settings
+from sleuth.errors import ConfigError, EmbeddingModelMismatch
+from sleuth.store.factory import open_index
+from sleuth.store.index import RRF_K, Index, rrf_fuse
+from sleuth.store.local_index import LocalIndex, tokenize
+from sleuth.types import Chunk, Hit, Reference
+
+DIM = 64
+HAVE_MILVUS = all(importlib.util.find_spec(m) for m in ("pymilvus", "milvus_lite"))
+NO_MILVUS = "pymilvus / milvus-lite not installed (pip install 'sleuth[milvus]')"
+
+
+def embed(texts: list[str]) -> np.ndarray:
+    """Hashed bag of words into DIM dims with ±1 signs, L2-normalised; float32 (n, DIM)."""
+    out = np.zeros((len(texts), DIM), dtype=np.float32)
+    for i, text in enumerate(texts):
+        for word in re.findall(r"\w+", text.lower()):
+            h = int.from_bytes(hashlib.md5(word.encode()).digest()[:4], "little")
+            out[i, h % DIM] += 1.0 if (h >> 16) & 1 else -1.0
+        norm = float(np.linalg.norm(out[i]))
+        if norm == 0.0:
+            out[i, 0], norm = 1.0, 1.0
+        out[i] /= norm
+    return out
+
+
+def embed_one(text: str) -> np.ndarray:
+    return embed([text])[0]
+
+
+def make_chunk(doc: str, part: int, text: str, **extra: object) -> Chunk:
+    return Chunk(
+        chunk_id=f"{doc}_S{part}#0",
+        source_id=f"{doc}_S{part}",
+        doc_id=doc,
+        title_path=[doc.upper(), f"Section {part}"],
+        text=text,
+        position=part,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+CORPUS = [
+    make_chunk("bns", 1, "Punishment for murder. Whoever commits murder shall be punished."),
+    make_chunk("bns", 2, "Theft. Whoever intends to take dishonestly any movable property."),
+    make_chunk("bns", 3, "Robbery. In all robbery there is either theft or extortion."),
+    make_chunk(
+        "ipc",
+        1,
+        "The aardvark provision on burrowing animals in public land.",
+        references=[Reference(source_id="ipc_S1", target_text="section 2", target_id="ipc_S2")],
+        metadata={"page": 7, "tags": ["rare", "zoo"]},
+    ),
+    make_chunk("ipc", 2, "Cheating and dishonestly inducing delivery of property."),
+    make_chunk("crpc", 1, "Criminal trespass upon property in the possession of another."),
+    make_chunk("crpc", 2, "Arrest without warrant by police officers for cognizable offences."),
+]
+AARDVARK = "ipc_S1#0"
+
+
+def by_doc(doc: str) -> list[Chunk]:
+    return [c for c in CORPUS if c.doc_id == doc]
+
+
+def vectors(chunks: list[Chunk]) -> np.ndarray:
+    return embed([c.index_text() for c in chunks])
+
+
+def ids(hits: list[Hit]) -> list[str]:
+    return [h.chunk.chunk_id for h in hits]
+
+
+def assert_well_formed(hits: list[Hit], retriever: str) -> None:
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+    assert all(h.retriever == retriever for h in hits)
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert len(set(ids(hits))) == len(hits)
+
+
+# --------------------------------------------------------------------------- backends
+
+
+@dataclass
+class Backend:
+    """How to open (and reopen) one backend on the same storage."""
+
+    name: str
+    open: Callable[[], Index]
+
+
+@pytest.fixture(
+    params=[
+        "local",
+        pytest.param("milvus", marks=pytest.mark.skipif(not HAVE_MILVUS, reason=NO_MILVUS)),
+    ]
+)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "local":
+        return Backend("local", lambda: LocalIndex(tmp_path / "local-index", DIM))
+    from sleuth.store.milvus_index import MilvusIndex
+
+    uri = str(tmp_path / "milvus" / "test.db")
+    return Backend("milvus", lambda: MilvusIndex(uri, "conformance-test", DIM))
+
+
+@pytest.fixture
+def empty(backend: Backend) -> Iterator[Index]:
+    index = backend.open()
+    yield index
+    index.close()
+
+
+@pytest.fixture
+def index(empty: Index) -> Index:
+    empty.add(CORPUS, vectors(CORPUS))
+    return empty
+
+
+# --------------------------------------------------------------------------- conformance
+
+
+def test_satisfies_protocol(empty: Index) -> None:
+    assert isinstance(empty, Index)
+    assert empty.dim == DIM
+
+
+def test_add_and_count(empty: Index) -> None:
+    assert empty.count() == 0
+    empty.add(CORPUS[:3], vectors(CORPUS[:3]))
+    assert empty.count() == 3
+    empty.add(CORPUS[3:], vectors(CORPUS[3:]))
+    assert empty.count() == len(CORPUS)
+    empty.add([], np.zeros((0, DIM), dtype=np.float32))
+    assert empty.count() == len(CORPUS)
+
+
+def test_add_rejects_wrong_vector_shape(empty: Index) -> None:
+    with pytest.raises(ValueError):
+        empty.add(CORPUS[:2], vectors(CORPUS[:1]))
+    with pytest.raises(ValueError):
+        empty.add(CORPUS[:1], np.zeros((1, DIM + 1), dtype=np.float32))
+    assert empty.count() == 0
+
+
+def test_bm25_ranks_rare_word_first(index: Index) -> None:
+    hits = index.search_bm25("aardvark", 5)
+    assert ids(hits) == [AARDVARK]
+    assert hits[0].score > 0
+    assert hits[0].chunk == CORPUS[3]  # the whole chunk round-trips, references and metadata
+    hits = index.search_bm25("dishonestly property", 10)
+    assert_well_formed(hits, "bm25")
+    assert set(ids(hits)) == {"bns_S2#0", "ipc_S2#0", "crpc_S1#0"}
+
+
+def test_bm25_searches_the_title_path(index: Index) -> None:
+    hits = index.search_bm25("CRPC", 10)  # only in title_path, i.e. in index_text()
+    assert set(ids(hits)) == {c.chunk_id for c in by_doc("crpc")}
+
+
+def test_bm25_respects_k(index: Index) -> None:
+    hits = index.search_bm25("whoever theft robbery dishonestly property", 2)
+    assert len(hits) == 2
+    assert_well_formed(hits, "bm25")
+
+
+def test_dense_ranks_nearest_vector_first(index: Index) -> None:
+    target = CORPUS[4]
+    hits = index.search_dense(embed_one(target.index_text()), 3)
+    assert len(hits) == 3
+    assert_well_formed(hits, "dense")
+    assert hits[0].chunk.chunk_id == target.chunk_id
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert hits[0].chunk == target
+
+
+def test_dense_rejects_wrong_vector_shape(index: Index) -> None:
+    with pytest.raises(ValueError):
+        index.search_dense(np.zeros(DIM + 1, dtype=np.float32), 3)
+
+
+def test_k_must_be_positive(index: Index) -> None:
+    with pytest.raises(ValueError):
+        index.search_bm25("murder", 0)
+    with pytest.raises(ValueError):
+        index.search_dense(embed_one("murder"), 0)
+
+
+def test_hybrid_fuses_both_rankings_by_rrf(index: Index) -> None:
+    query = "aardvark"
+    vector = embed_one(CORPUS[5].index_text())  # nearest: crpc_S1, not found by BM25
+    k = 5
+    hits = index.search_hybrid(query, vector, k)
+    assert_well_formed(hits, "hybrid")
+    assert len(hits) == k
+    assert AARDVARK in ids(hits)  # BM25's only hit
+    assert "crpc_S1#0" in ids(hits)  # dense's best hit
+    # Scores are exactly RRF over the two candidate lists of max(50, 4k).
+    n_cand = max(50, 4 * k)
+    bm25 = index.search_bm25(query, n_cand)
+    dense = index.search_dense(vector, n_cand)
+    expected = rrf_fuse([bm25, dense], k)
+    assert ids(hits) == ids(expected)
+    assert [h.score for h in hits] == pytest.approx([h.score for h in expected], rel=1e-5)
+    rank_b = {cid: r for r, cid in enumerate(ids(bm25), start=1)}
+    rank_d = {cid: r for r, cid in enumerate(ids(dense), start=1)}
+    for h in hits:
+        cid = h.chunk.chunk_id
+        want = sum(1 / (RRF_K + r[cid]) for r in (rank_b, rank_d) if cid in r)
+        assert h.score == pytest.approx(want, rel=1e-5)
+
+
+def test_add_existing_chunk_id_replaces_it(index: Index) -> None:
+    old = CORPUS[3]
+    new = old.model_copy(update={"text": "A zebra crossing rule for pedestrians."})
+    index.add([new], vectors([new]))
+    assert index.count() == len(CORPUS)
+    assert index.search_bm25("aardvark", 5) == []
+    hits = index.search_bm25("zebra", 5)
+    assert ids(hits) == [AARDVARK]
+    assert hits[0].chunk.text == new.text
+    dense = index.search_dense(embed_one(new.index_text()), 1)
+    assert ids(dense) == [AARDVARK]
+    assert dense[0].score == pytest.approx(1.0, abs=1e-5)
+    hybrid = index.search_hybrid("zebra", embed_one(new.index_text()), 3)
+    assert hybrid[0].chunk.text == new.text
+
+
+def test_duplicate_chunk_ids_in_one_add_keep_the_last(empty: Index) -> None:
+    a = CORPUS[0]
+    b = a.model_copy(update={"text": "Second version mentions a platypus."})
+    empty.add([a, b], vectors([a, b]))
+    assert empty.count() == 1
+    assert ids(empty.search_bm25("platypus", 3)) == [a.chunk_id]
+
+
+def test_delete_document_removes_from_every_search(index: Index) -> None:
+    gone = {c.chunk_id for c in by_doc("ipc")}
+    assert index.delete_document("ipc") == len(gone)
+    assert index.count() == len(CORPUS) - len(gone)
+    assert index.search_bm25("aardvark", 10) == []
+    assert not gone & set(ids(index.search_bm25("dishonestly property", 10)))
+    vector = embed_one(CORPUS[3].index_text())
+    assert not gone & set(ids(index.search_dense(vector, 10)))
+    assert not gone & set(ids(index.search_hybrid("aardvark cheating", vector, 10)))
+    assert index.delete_document("ipc") == 0
+    assert index.delete_document("no-such-doc") == 0
+    assert index.count() == len(CORPUS) - len(gone)
+
+
+def test_doc_ids_filter_applies_before_top_k(index: Index) -> None:
+    query = "aardvark property"  # best overall: the aardvark chunk of 'ipc'
+    vector = embed_one(CORPUS[3].index_text())
+    assert index.search_bm25(query, 1)[0].chunk.chunk_id == AARDVARK
+    assert index.search_dense(vector, 1)[0].chunk.chunk_id == AARDVARK
+    allowed = ["bns", "crpc"]
+    bm25 = index.search_bm25(query, 10, doc_ids=allowed)
+    assert set(ids(bm25)) == {"bns_S2#0", "crpc_S1#0"}  # the allowed chunks with 'property'
+    assert ids(index.search_bm25(query, 1, doc_ids=allowed)) == ids(bm25)[:1]
+    dense = index.search_dense(vector, 1, doc_ids=allowed)
+    assert len(dense) == 1 and dense[0].chunk.doc_id in allowed
+    hybrid = index.search_hybrid(query, vector, 3, doc_ids=allowed)
+    assert len(hybrid) == 3 and {h.chunk.doc_id for h in hybrid} <= set(allowed)
+    only_bns = index.search_dense(vector, 10, doc_ids=["bns"])
+    assert sorted(ids(only_bns)) == sorted(c.chunk_id for c in by_doc("bns"))
+    assert index.search_bm25(query, 5, doc_ids=[]) == []
+    assert index.search_dense(vector, 5, doc_ids=[]) == []
+    assert index.search_hybrid(query, vector, 5, doc_ids=["unknown"]) == []
+
+
+def test_doc_ids_with_quotes_are_escaped(empty: Index) -> None:
+    odd = make_chunk('we"ird\\doc', 1, "An odd document id with a quokka.")
+    empty.add([odd], vectors([odd]))
+    assert ids(empty.search_bm25("quokka", 3, doc_ids=[odd.doc_id])) == [odd.chunk_id]
+    assert empty.delete_document(odd.doc_id) == 1
+    assert empty.count() == 0
+
+
+def test_empty_index_returns_nothing(empty: Index) -> None:
+    vector = embed_one("murder")
+    assert empty.count() == 0
+    assert empty.search_bm25("murder", 5) == []
+    assert empty.search_dense(vector, 5) == []
+    assert empty.search_hybrid("murder", vector, 5) == []
+
+
+def test_stopword_only_query(index: Index) -> None:
+    assert index.search_bm25("the of", 5) == []
+    assert index.search_bm25("", 5) == []
+    assert index.search_bm25("zzzunknownzzz", 5) == []
+    vector = embed_one(CORPUS[1].index_text())
+    hybrid = index.search_hybrid("the of", vector, 3)
+    expected = rrf_fuse([index.search_dense(vector, 50)], 3)
+    assert ids(hybrid) == ids(expected)
+
+
+def test_get_chunks(index: Index) -> None:
+    got = index.get_chunks(["crpc_S2#0", "missing", AARDVARK])  # type: ignore[attr-defined]
+    assert got == [CORPUS[6], CORPUS[3]]
+    assert index.get_chunks([]) == []  # type: ignore[attr-defined]
+
+
+def test_results_are_copies(index: Index) -> None:
+    hit = index.search_bm25("aardvark", 1)[0]
+    hit.chunk.metadata["page"] = 999
+    hit.chunk.text = "mutated"
+    assert index.search_bm25("aardvark", 1)[0].chunk == CORPUS[3]
+
+
+def test_persistence_after_reopen(backend: Backend) -> None:
+    first = backend.open()
+    first.add(CORPUS, vectors(CORPUS))
+    first.delete_document("bns")
+    vector = embed_one(CORPUS[4].index_text())
+
+    def snapshot(ix: Index) -> list[list[tuple[str, float]]]:
+        runs = [
+            ix.search_bm25("dishonestly property aardvark", 10),
+            ix.search_dense(vector, 10),
+            ix.search_hybrid("property", vector, 10),
+            ix.search_dense(vector, 10, doc_ids=["crpc"]),
+        ]
+        return [[(h.chunk.chunk_id, h.score) for h in run] for run in runs]
+
+    before, count = snapshot(first), first.count()
+    first.close()
+    second = backend.open()
+    try:
+        assert second.count() == count == len(CORPUS) - len(by_doc("bns"))
+        after = snapshot(second)
+        for run_before, run_after in zip(before, after, strict=True):
+            assert [c for c, _ in run_after] == [c for c, _ in run_before]
+            assert [s for _, s in run_after] == pytest.approx([s for _, s in run_before])
+        if backend.name == "local":
+            assert after == before  # bit-identical
+    finally:
+        second.close()
+
+
+def test_closed_index_refuses_calls(backend: Backend) -> None:
+    ix = backend.open()
+    ix.close()
+    ix.close()  # idempotent
+    with pytest.raises(RuntimeError):
+        ix.count()
+
+
+# --------------------------------------------------------------------------- rrf_fuse
+
+
+def _hit(cid: str, rank: int) -> Hit:
+    chunk = Chunk(chunk_id=cid, source_id=cid, doc_id="d", title_path=[], text=cid, position=0)
+    return Hit(chunk=chunk, score=1.0 / rank, rank=rank, retriever="bm25")
+
+
+def test_rrf_fuse_scores_are_exact() -> None:
+    a = [_hit("x", 1), _hit("y", 2), _hit("z", 3)]
+    b = [_hit("y", 1), _hit("w", 2)]
+    fused = rrf_fuse([a, b], k=10)
+    expect = {
+        "y": 1 / 62 + 1 / 61,
+        "x": 1 / 61,
+        "w": 1 / 62,
+        "z": 1 / 63,
+    }
+    assert ids(fused) == ["y", "x", "w", "z"]
+    for h in fused:
+        assert h.score == expect[h.chunk.chunk_id]  # exact: same float operations
+    assert [h.rank for h in fused] == [1, 2, 3, 4]
+    assert all(h.retriever == "hybrid" for h in fused)
+    assert ids(rrf_fuse([a, b], k=2)) == ["y", "x"]
+    assert rrf_fuse([], k=3) == []
+    assert rrf_fuse([a], k=3, rrf_k=0)[0].score == 1.0
+
+
+def test_rrf_fuse_breaks_ties_by_chunk_id() -> None:
+    fused = rrf_fuse([[_hit("b", 1)], [_hit("a", 1)]], k=2)
+    assert ids(fused) == ["a", "b"]
+    assert fused[0].score == fused[1].score == 1 / 61
+
+
+# --------------------------------------------------------------------------- LocalIndex only
+
+
+def test_local_tokenize_stems_and_drops_stopwords() -> None:
+    assert tokenize("The murdered persons of the State") == ["murder", "person", "state"]
+    assert tokenize("the of and") == []
+    assert tokenize("Section 5") == ["section", "5"]
+
+
+def test_local_bm25_matches_word_forms(tmp_path: Path) -> None:
+    with LocalIndex(tmp_path / "ix", DIM) as ix:
+        ix.add(CORPUS, vectors(CORPUS))
+        assert ids(ix.search_bm25("murdered", 3)) == ["bns_S1#0"]
+
+
+def test_local_files_and_dim_mismatch(tmp_path: Path) -> None:
+    path = tmp_path / "ix"
+    with LocalIndex(path, DIM) as ix:
+        ix.add(CORPUS, vectors(CORPUS))
+    meta = json.loads((path / "meta.json").read_text())
+    assert meta["dim"] == DIM and meta["format_version"] == 1
+    with pytest.raises(EmbeddingModelMismatch):
+        LocalIndex(path, DIM * 2)
+    (path / "meta.json").write_text(json.dumps({**meta, "format_version": 99}))
+    with pytest.raises(ConfigError):
+        LocalIndex(path, DIM)
+
+
+def test_local_compaction_keeps_content(tmp_path: Path) -> None:
+    path = tmp_path / "ix"
+    with LocalIndex(path, DIM) as ix:
+        ix.add(CORPUS, vectors(CORPUS))
+        ix.delete_document("crpc")
+        before = ix.search_hybrid("property theft", embed_one("theft"), 10)
+        ix.compact()
+        assert ix.search_hybrid("property theft", embed_one("theft"), 10) == before
+    names = sorted(p.name for p in path.iterdir())
+    assert names == [
+        ".lock",
+        "chunks-00000002.jsonl",
+        "journal-00000002.jsonl",
+        "meta.json",
+        "vectors-00000002.npy",
+    ]
+    assert (path / "journal-00000002.jsonl").stat().st_size == 0
+    with LocalIndex(path, DIM) as ix:
+        assert ix.search_hybrid("property theft", embed_one("theft"), 10) == before
+
+
+def test_local_two_instances_see_each_others_changes(tmp_path: Path) -> None:
+    path = tmp_path / "ix"
+    with LocalIndex(path, DIM) as a, LocalIndex(path, DIM) as b:
+        a.add(CORPUS, vectors(CORPUS))
+        assert b.count() == len(CORPUS)
+        assert b.delete_document("ipc") == 2
+        assert a.search_bm25("aardvark", 3) == []
+        a.compact()
+        b.add(CORPUS[3:4], vectors(CORPUS[3:4]))
+        assert ids(a.search_bm25("aardvark", 3)) == [AARDVARK]
+        assert a.count() == b.count() == len(CORPUS) - 1
+
+
+def test_local_ignores_a_torn_journal_record(tmp_path: Path) -> None:
+    path = tmp_path / "ix"
+    with LocalIndex(path, DIM) as ix:
+        ix.add(CORPUS, vectors(CORPUS))
+    journal = next(path.glob("journal-*.jsonl"))
+    good = journal.stat().st_size
+    with open(journal, "ab") as f:
+        f.write(b'{"op":"delete","doc_')  # a crash in the middle of a write
+    with LocalIndex(path, DIM) as ix:
+        assert ix.count() == len(CORPUS)
+        assert journal.stat().st_size == good  # truncated by the (writer) open
+        assert ix.delete_document("bns") == 3
+    with LocalIndex(path, DIM) as ix:
+        assert ix.count() == len(CORPUS) - 3
+
+
+def test_local_chunk_without_tokens(tmp_path: Path) -> None:
+    bare = Chunk(
+        chunk_id="x#0", source_id="x", doc_id="x", title_path=[], text="the of", position=0
+    )
+    with LocalIndex(tmp_path / "ix", DIM) as ix:
+        ix.add([bare], vectors([bare]))
+        assert ix.search_bm25("anything", 3) == []
+        assert ids(ix.search_dense(vectors([bare])[0], 3)) == ["x#0"]
+
+
+# --------------------------------------------------------------------------- factory
+
+
+def test_open_index_local(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", index_backend="local")
+    ix = open_index(settings, "laws", DIM)
+    try:
+        assert isinstance(ix, LocalIndex)
+        assert ix.directory == tmp_path / "data" / "indexes" / "laws"
+    finally:
+        ix.close()
+    for bad in ["", "..", "a/b"]:
+        with pytest.raises(ConfigError):
+            open_index(settings, bad, DIM)
+
+
+@pytest.mark.skipif(not HAVE_MILVUS, reason=NO_MILVUS)
+def test_open_index_milvus_lite_default_path(tmp_path: Path) -> None:
+    from sleuth.store.milvus_index import MilvusIndex
+
+    settings = Settings(data_dir=tmp_path / "data", index_backend="milvus")
+    ix = open_index(settings, "my laws-2024", DIM)
+    try:
+        assert isinstance(ix, MilvusIndex)
+        assert ix.uri == str(tmp_path / "data" / "milvus.db")
+        assert ix.name.startswith("sleuth_my_laws_2024_")
+    finally:
+        ix.close()
+
+
+@pytest.mark.skipif(not HAVE_MILVUS, reason=NO_MILVUS)
+def test_milvus_collection_names_and_dim_mismatch(tmp_path: Path) -> None:
+    from sleuth.store.milvus_index import MilvusIndex, collection_name, truncate_utf8
+
+    assert collection_name("laws") == "sleuth_laws"
+    assert collection_name("a-b") != collection_name("a_b")
+    assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,254}", collection_name("ü" * 400))
+    assert truncate_utf8("aé" * 3, 4) == "aéa"
+    assert truncate_utf8("éé", 3) == "é"
+    uri = str(tmp_path / "m.db")
+    MilvusIndex(uri, "c", DIM).close()
+    with pytest.raises(EmbeddingModelMismatch):
+        MilvusIndex(uri, "c", DIM * 2)
+    with pytest.raises(ConfigError):
+        MilvusIndex(str(tmp_path / "no-suffix"), "c", DIM)
+
+
+def test_missing_milvus_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sleuth.errors import MissingExtraError
+    from sleuth.store.milvus_index import MilvusIndex
+
+    monkeypatch.setitem(sys.modules, "pymilvus", None)  # makes the import fail
+    with pytest.raises(MissingExtraError, match=r"sleuth\[milvus\]"):
+        MilvusIndex(str(Path("never.db")), "c", DIM)
+
+
+def test_embedder_is_normalised() -> None:
+    v = embed(["murder theft", "", "the"])
+    assert v.shape == (3, DIM) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0)
+    assert math.isclose(float(v[0] @ v[0]), 1.0, rel_tol=1e-6)

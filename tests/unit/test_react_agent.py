@@ -1,0 +1,189 @@
+"""The ReAct loop driven by scripted chat models and by the heuristic reasoner."""
+
+from __future__ import annotations
+
+import time
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from sleuth.agents.llm_reasoner import LLMReasoner
+from sleuth.agents.state import AgentStepType, RunStatus
+from sleuth.llm.testing import ScriptedChatModel, final, tool_call
+from tests.helpers import make_service
+
+
+def _answer_call(text: str, citations: list[str], insufficient: bool = False) -> AIMessage:
+    args = {"answer_text": text, "citations": citations, "is_insufficient_context": insufficient}
+    return tool_call("final_answer", args)
+
+
+def test_broken_json_arguments_become_an_observation_then_the_run_completes(tmp_path):
+    model = ScriptedChatModel(
+        [
+            tool_call("rag_search", '{"query": "punishment for murder", "top_k": 3'),
+            tool_call("rag_search", {"query": "punishment for murder", "top_k": 3}),
+            final(
+                "Thought: I now know the answer.\nAction: none\n"
+                "Final Answer: Murder is punished with death or imprisonment for life [BNS_S103]."
+            ),
+        ]
+    )
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    response = service.execute_agentic_search("What is the punishment for murder?", "test")
+
+    observations = [s.content for s in response.reasoning_steps if s.step_type == "observe"]
+    assert any("not valid JSON" in o for o in observations)
+    # the model was told about its mistake in the next request
+    second_request = model.calls[1]
+    assert any("not valid JSON" in str(m.content) for m in second_request)
+    assert response.status == RunStatus.COMPLETED
+    text = response.answer.answer_text
+    assert "Thought:" not in text and "Action:" not in text
+    assert "death or imprisonment for life" in text
+    assert [c.source_id for c in response.answer.citations] == ["BNS_S103"]
+
+
+def test_unknown_tool_lists_valid_tools_and_the_run_completes(tmp_path):
+    model = ScriptedChatModel(
+        [
+            tool_call("web_search", {"query": "murder"}),
+            tool_call("rag_search", {"query": "murder punishment"}),
+            _answer_call("Death or imprisonment for life [BNS_S103].", ["BNS_S103"]),
+        ]
+    )
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    response = service.execute_agentic_search("What is the punishment for murder?", "test")
+
+    tool_messages = [m for m in model.calls[1] if isinstance(m, ToolMessage)]
+    assert "unknown tool 'web_search'" in tool_messages[0].content
+    for name in ("rag_search", "read_section", "outline", "follow_references"):
+        assert name in tool_messages[0].content
+    assert response.tool_calls[0]["ok"] is False
+    assert response.status == RunStatus.COMPLETED
+    assert response.answer.citations[0].source_id == "BNS_S103"
+
+
+def test_repeating_the_same_search_stops_early_with_a_final_answer(tmp_path):
+    model = ScriptedChatModel([tool_call("rag_search", {"query": "murder"})], repeat_last=True)
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    response = service.execute_agentic_search(
+        "What is the punishment for murder?", "test", max_iterations=6
+    )
+
+    assert response.status in (RunStatus.REPEATED_ACTION, RunStatus.MAX_ITERATIONS)
+    assert response.status == RunStatus.REPEATED_ACTION
+    assert response.trace["iterations"] < 6
+    assert response.answer.answer_text  # the evidence-based fallback still answers
+    final_steps = [s for s in response.reasoning_steps if s.step_type == AgentStepType.FINAL]
+    assert len(final_steps) == 1
+
+
+def test_max_iterations_caps_the_loop_with_a_final_answer(tmp_path):
+    queries = iter(f"murder {i}" for i in range(100))
+    model = ScriptedChatModel(
+        [lambda _m: tool_call("rag_search", {"query": next(queries)})], repeat_last=True
+    )
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    response = service.execute_agentic_search("punishment for murder?", "test", max_iterations=3)
+    assert response.status == RunStatus.MAX_ITERATIONS
+    assert response.trace["iterations"] == 3
+    assert response.answer.answer_text
+
+
+def test_citation_of_a_section_not_retrieved_is_removed_and_recorded(tmp_path):
+    model = ScriptedChatModel(
+        [
+            tool_call("rag_search", {"query": "punishment for murder", "top_k": 1}),
+            _answer_call(
+                "Murder is punished with death [BNS_S103]. Theft is also a crime [BNS_S303].",
+                ["BNS_S103", "BNS_S303", "XYZ_S9"],
+            ),
+        ]
+    )
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    response = service.execute_agentic_search("What is the punishment for murder?", "test")
+
+    retrieved = set(response.trace["retrieved_source_ids"])
+    assert "BNS_S103" in retrieved and "BNS_S303" not in retrieved
+    assert [c.source_id for c in response.answer.citations] == ["BNS_S103"]
+    removed = {r["source_id"]: r["reason"] for r in response.trace["citations_removed"]}
+    assert removed == {
+        "BNS_S303": "not retrieved in this run",
+        "XYZ_S9": "not retrieved in this run",
+    }
+    assert "[BNS_S303]" not in response.answer.answer_text
+    assert "[BNS_S103]" in response.answer.answer_text
+
+
+def test_fictional_fact_collection_answers_insufficient_context(tmp_path):
+    sections = {
+        "ZORB_S1": ("The Zorblat river.", "The Zorblat river flows through the city of Quenia "
+                    "and freezes every winter."),
+    }  # fmt: skip
+    service = make_service(tmp_path, sections=sections)
+    response = service.execute_agentic_search("What is the capital of France?", "test")
+    assert response.answer.is_insufficient_context is True
+    assert response.answer.citations == []
+    assert response.status == RunStatus.INSUFFICIENT_CONTEXT
+
+    # the same collection does answer what it holds
+    held = service.execute_agentic_search("Which river flows through Quenia?", "test")
+    assert held.answer.is_insufficient_context is False
+    assert [c.source_id for c in held.answer.citations] == ["ZORB_S1"]
+
+
+def test_heuristic_reasoner_searches_reads_follows_and_cites(tmp_path):
+    events = []
+    service = make_service(tmp_path)
+    response = service.execute_agentic_search(
+        "What is the punishment for murder?", "test", sinks=[events.append]
+    )
+    tools_used = [t["tool"] for t in response.tool_calls]
+    assert tools_used[0] == "rag_search"
+    assert "read_section" in tools_used and "follow_references" in tools_used
+    assert response.status == RunStatus.COMPLETED
+    assert response.answer.citations[0].source_id == "BNS_S103"
+    assert "death or imprisonment for life" in response.answer.answer_text
+
+    # event stream contract: seq 1..n, think before its tool call, one terminal event, last
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    types = [e.type for e in events]
+    assert types.index("think") < types.index("tool_call") < types.index("tool_result")
+    assert types[-2:] == ["answer", "done"]
+    assert sum(t in ("done", "error") for t in types) == 1
+
+
+def test_model_exception_ends_with_error_status_and_an_answer(tmp_path):
+    def explode(_messages):
+        raise ConnectionError("model server unreachable")
+
+    service = make_service(tmp_path, reasoner=LLMReasoner(ScriptedChatModel([explode])))
+    response = service.execute_agentic_search("What is the punishment for murder?", "test")
+    assert response.status == RunStatus.ERROR
+    assert response.answer.answer_text
+    assert any("unreachable" in s.content for s in response.reasoning_steps)
+
+
+def test_wall_clock_timeout_stops_the_run(tmp_path):
+    def slow(_messages):
+        time.sleep(0.3)
+        return tool_call("rag_search", {"query": f"murder {time.time()}"})
+
+    service = make_service(
+        tmp_path, reasoner=LLMReasoner(ScriptedChatModel([slow], repeat_last=True))
+    )
+    response = service.execute_agentic_search(
+        "What is the punishment for murder?", "test", timeout_s=0.5, max_iterations=50
+    )
+    assert response.status == RunStatus.TIMEOUT
+    assert response.trace["iterations"] < 50
+    assert response.answer.answer_text
+
+
+def test_runs_are_stored_in_the_catalog(tmp_path):
+    service = make_service(tmp_path)
+    response = service.execute_agentic_search("What is the punishment for murder?", "test")
+    stored = service.kb.catalog.get_run(response.task_id)
+    assert stored is not None
+    assert stored["status"] == "completed"
+    assert stored["answer"]["citations"][0]["source_id"] == "BNS_S103"

@@ -1,0 +1,197 @@
+"""Tests of sleuth.ingest.records: JSON/JSONL records, templates, the statute profile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from sleuth.errors import IngestError
+from sleuth.ingest.records import (
+    STATUTE_PROFILE,
+    RecordOptions,
+    abbreviate,
+    is_statute,
+    records_from_json,
+    records_from_jsonl,
+    render_template,
+)
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+STATUTES = DATA / "statutes"
+
+
+def _statute(sections: list[dict[str, object]], name: str = "The Bharatiya Nyaya Sanhita, 2023"):
+    return json.dumps({"name": name, "year": "2023", "sections": sections})
+
+
+@pytest.mark.parametrize(
+    ("name", "abbr"),
+    [
+        ("The Bharatiya Nyaya Sanhita, 2023", "BNS"),
+        ("The Bharatiya Nagarik Suraksha Sanhita, 2023", "BNSS"),
+        ("The Bharatiya Sakshya Adhiniyam, 2023", "BSA"),
+        ("The Consumer Protection Act, 2019", "CPA"),
+        ("Code of Criminal Procedure, 1973", "CCP"),
+        ("The Employees’ Provident Funds and Miscellaneous Provisions Act, 1952", "EPFMPA"),
+        ("2023", ""),
+    ],
+)
+def test_abbreviate(name: str, abbr: str) -> None:
+    assert abbreviate(name) == abbr
+
+
+def test_statute_shape_is_detected_and_gets_citation_ids() -> None:
+    text = _statute(
+        [
+            {
+                "section_number": "103",
+                "title": "Punishment for murder.",
+                "text": "(1) Whoever commits murder\r\nshall be punished.\r\n",
+                "chapter": "",
+            },
+            {
+                "section_number": "104",
+                "title": "Punishment for murder by life-convict.",
+                "text": "Whoever...",
+                "chapter": "CHAPTER VI OF OFFENCES AFFECTING THE HUMAN BODY",
+            },
+        ]
+    )
+    assert is_statute(json.loads(text))
+    result = records_from_json(text, "bns.json")
+    assert result.doc_id == "BNS"
+    assert result.title == "The Bharatiya Nyaya Sanhita, 2023"
+    first, second = result.sections
+    assert first.source_id == "BNS_S103"
+    assert first.title_path == [
+        "The Bharatiya Nyaya Sanhita, 2023",
+        "Section 103. Punishment for murder.",
+    ]
+    assert first.text == "(1) Whoever commits murder\nshall be punished."
+    assert first.metadata["section_number"] == "103"
+    assert second.title_path == [
+        "The Bharatiya Nyaya Sanhita, 2023",
+        "CHAPTER VI OF OFFENCES AFFECTING THE HUMAN BODY",
+        "Section 104. Punishment for murder by life-convict.",
+    ]
+
+
+def test_duplicate_source_ids_get_suffixes() -> None:
+    text = _statute(
+        [{"section_number": "5", "title": "A", "text": f"t{i}"} for i in range(3)],
+        name="The Consumer Protection Act, 2019",
+    )
+    ids = [s.source_id for s in records_from_json(text, "cpa.json").sections]
+    assert ids == ["CPA_S5", "CPA_S5_2", "CPA_S5_3"]
+
+
+def test_statute_record_without_title_still_has_a_heading() -> None:
+    text = _statute([{"section_number": "7", "text": "body"}])
+    assert records_from_json(text, "x.json").sections[0].title_path[-1] == "Section 7"
+
+
+def test_missing_text_field_names_record_and_field() -> None:
+    text = _statute(
+        [
+            {"section_number": "1", "title": "A", "text": "ok"},
+            {"section_number": "2", "title": "B", "text": "ok"},
+            {"section_number": "3", "title": "C", "body": "no text here"},
+        ]
+    )
+    with pytest.raises(IngestError) as info:
+        records_from_json(text, "bad.json")
+    assert info.value.path == "bad.json"
+    assert "sections[2]" in info.value.reason
+    assert "'text'" in info.value.reason
+
+
+def test_non_text_value_is_an_error() -> None:
+    with pytest.raises(IngestError, match=r"\$\[0\]: field 'text' is dict"):
+        records_from_json('[{"text": {"a": 1}}]', "x.json")
+
+
+def test_invalid_json_reports_line_and_column() -> None:
+    with pytest.raises(IngestError, match="invalid JSON at line 3, column 5"):
+        records_from_json('{\n  "a": 1,\n    oops\n}', "x.json")
+
+
+def test_jsonl_records_and_bad_line() -> None:
+    good = records_from_jsonl('{"text": "a", "title": "T1"}\n\n{"text": "b"}\n', "x.jsonl")
+    assert [s.text for s in good.sections] == ["a", "b"]
+    assert [s.title_path for s in good.sections] == [["T1"], ["Record 2"]]
+    with pytest.raises(IngestError, match="invalid JSON on line 3"):
+        records_from_jsonl('{"text": "a"}\n{"text": "b"}\n{"text": \n', "x.jsonl")
+    with pytest.raises(IngestError, match="line 2: missing text field 'text'"):
+        records_from_jsonl('{"text": "a"}\n{"body": "b"}\n', "x.jsonl")
+
+
+def test_record_path_template_and_title_path_fields() -> None:
+    data = {
+        "meta": {"name": "The Example Rules, 2020"},
+        "payload": {
+            "items": [
+                {"no": 1, "heading": "Scope", "part": "Part I", "body": "Applies."},
+                {"no": 2, "heading": "Terms", "part": "", "body": "Means."},
+            ]
+        },
+    }
+    options = RecordOptions(
+        record_path="payload.items",
+        text_field="body",
+        title_field="heading",
+        source_id_template="{doc.kind|upper}_{no}",
+        title_path_fields=["part"],
+        doc_title_field=None,
+    )
+    with pytest.raises(IngestError, match=r"missing field 'doc\.kind'"):
+        records_from_json(json.dumps(data), "r.json", options)
+    data["kind"] = "er"
+    result = records_from_json(json.dumps(data), "r.json", options)
+    assert [s.source_id for s in result.sections] == ["ER_1", "ER_2"]
+    assert [s.title_path for s in result.sections] == [["Part I", "Scope"], ["Terms"]]
+
+
+def test_record_path_not_found() -> None:
+    with pytest.raises(IngestError, match=r"record_path 'a\.b': 'b' not found"):
+        records_from_json('{"a": {"c": []}}', "x.json", RecordOptions(record_path="a.b"))
+
+
+def test_auto_detection_of_generic_records() -> None:
+    result = records_from_json('{"items": [{"id": "k1", "content": "hello"}]}', "x.json")
+    assert result.sections[0].source_id == "k1"
+    assert result.sections[0].text == "hello"
+    with pytest.raises(IngestError, match=r"RecordOptions\(text_field"):
+        records_from_json('[{"question": "no text field"}]', "x.json")
+
+
+def test_render_template_filters() -> None:
+    record = {"n": 9, "t": "Hello World"}
+    doc = {"name": "The Bharatiya Sakshya Adhiniyam, 2023"}
+    assert render_template("{doc.name|abbr}_S{n}-{t|slug}", record, doc) == "BSA_S9-hello_world"
+    with pytest.raises(KeyError):
+        render_template("{missing}", record, doc)
+    with pytest.raises(ValueError, match="unknown template filter"):
+        render_template("{t|nope}", record, doc)
+
+
+def test_record_options_reject_unknown_fields() -> None:
+    with pytest.raises(ValidationError):
+        RecordOptions(text_feild="text")  # type: ignore[call-arg]
+    assert STATUTE_PROFILE.source_id_template == "{doc.name|abbr}_S{section_number}"
+
+
+@pytest.mark.skipif(not STATUTES.is_dir(), reason="shared statute data missing")
+def test_real_statute_records() -> None:
+    path = STATUTES / "the_bharatiya_sakshya_adhiniyam_2023.json"
+    raw = path.read_text(encoding="utf-8")
+    assert "\\r\\n" in raw  # the data has (escaped) Windows line breaks ...
+    result = records_from_json(raw, str(path))
+    assert len(result.sections) == 170
+    s63 = next(s for s in result.sections if s.source_id == "BSA_S63")
+    assert s63.title_path[0] == "The Bharatiya Sakshya Adhiniyam, 2023"
+    assert s63.title_path[-1].startswith("Section 63. ")
+    assert all("\r" not in s.text for s in result.sections)  # ... which are normalised
+    assert result.metadata["act_id"]
