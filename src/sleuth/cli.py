@@ -118,7 +118,7 @@ def ingest(
             f"{report.n_embedded} chunks embedded in {report.timings.total_s:.1f} s"
         )
     s.close()
-    if report.failed and len(report.failed) == len(report.files):
+    if report.files and len(report.by_status("failed")) == len(report.files):
         raise typer.Exit(EXIT_ERROR)
 
 
@@ -242,7 +242,11 @@ def collections(as_json: JsonOpt = False) -> None:
     table = Table("collection", "documents", "chunks", "embedding model", "backend")
     for i in infos:
         table.add_row(
-            i.name, str(i.documents), str(i.chunks), f"{i.embedding_model} ({i.dim}-d)", i.backend
+            i.name,
+            str(i.n_documents),
+            str(i.n_chunks),
+            f"{i.embedding_model} ({i.dim}-d)",
+            i.backend,
         )
     Console(highlight=False).print(table)
 

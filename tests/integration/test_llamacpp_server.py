@@ -61,15 +61,21 @@ def server_model(llamacpp_server: str) -> BaseChatModel:
     return model
 
 
+# llama-cpp-python's server ignores ``max_completion_tokens`` (what ChatOpenAI sends), so the
+# reply length is capped through the raw request body.
+SHORT = {"extra_body": {"max_tokens": 64}}
+
+
 def test_server_answers_plain_prompt(server_model: BaseChatModel) -> None:
-    reply = server_model.invoke("Say hello")
+    reply = server_model.bind(**SHORT).invoke("Say hello")
     assert isinstance(reply, AIMessage)
     assert isinstance(reply.content, str)
     assert reply.content.strip()
 
 
 def test_server_with_tools_returns_ai_message(server_model: BaseChatModel) -> None:
-    bound = server_model.bind_tools([get_weather, search])
+    # chatml-function-calling only shows the tools to the model when tool_choice is given
+    bound = server_model.bind_tools([get_weather, search], tool_choice="auto", **SHORT)
     reply = bound.invoke(
         [SystemMessage("You are a helpful assistant."), HumanMessage("Weather in Paris?")]
     )
@@ -77,13 +83,31 @@ def test_server_with_tools_returns_ai_message(server_model: BaseChatModel) -> No
 
 
 def test_server_forced_tool_choice_gives_valid_call(server_model: BaseChatModel) -> None:
-    bound = server_model.bind_tools([get_weather], tool_choice="get_weather")
+    bound = server_model.bind_tools([get_weather], tool_choice="get_weather", **SHORT)
     reply = _assert_tool_contract(
         bound.invoke([SystemMessage("You are helpful."), HumanMessage("Weather in Rome?")]),
         {"get_weather"},
     )
     assert [call["name"] for call in reply.tool_calls] == ["get_weather"]
     assert isinstance(reply.tool_calls[0]["args"].get("city"), str)
+
+
+@pytest.mark.xfail(
+    reason="llama-cpp-python server rejects assistant messages with content=null (which "
+    "ChatOpenAI sends with tool calls) and its chatml-function-calling template drops tool "
+    "results, so a ReAct round trip through it fails; use SLEUTH_LLM=local instead",
+    strict=False,
+)
+def test_server_tool_result_round_trip(server_model: BaseChatModel) -> None:
+    call = {"name": "get_weather", "args": {"city": "Paris"}, "id": "call_1"}
+    history = [
+        SystemMessage("You are helpful."),
+        HumanMessage("What is the weather in Paris?"),
+        AIMessage(content="", tool_calls=[call]),
+        ToolMessage("Sunny, 21 C", tool_call_id="call_1"),
+    ]
+    bound = server_model.bind_tools([get_weather], tool_choice="auto", **SHORT)
+    _assert_tool_contract(bound.invoke(history), {"get_weather"})
 
 
 # --- the in-process model ---------------------------------------------------------------
@@ -94,7 +118,8 @@ def local_model(smollm2_gguf: Path) -> BaseChatModel:
     with testing.block_model_requests(False):
         model = make_chat_model(Settings(llm="local", llm_timeout_s=60))
     assert model is not None
-    return model
+    # short replies keep the suite fast on a few shared cores; contracts do not need more
+    return model.model_copy(update={"max_tokens": 96})
 
 
 def test_local_model_answers(smollm2_gguf: Path, local_model: BaseChatModel) -> None:

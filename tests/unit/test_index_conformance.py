@@ -10,7 +10,9 @@ import importlib.util
 import json
 import math
 import re
+import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -327,6 +329,14 @@ def test_results_are_copies(index: Index) -> None:
     assert index.search_bm25("aardvark", 1)[0].chunk == CORPUS[3]
 
 
+def test_later_changes_to_added_chunks_do_not_leak_in(empty: Index) -> None:
+    mine = [c.model_copy(deep=True) for c in CORPUS]
+    empty.add(mine, vectors(mine))
+    mine[3].metadata["page"] = 999
+    mine[3].text = "mutated"
+    assert empty.search_bm25("aardvark", 1)[0].chunk == CORPUS[3]
+
+
 def test_persistence_after_reopen(backend: Backend) -> None:
     first = backend.open()
     first.add(CORPUS, vectors(CORPUS))
@@ -414,6 +424,33 @@ def test_local_bm25_matches_word_forms(tmp_path: Path) -> None:
         assert ids(ix.search_bm25("murdered", 3)) == ["bns_S1#0"]
 
 
+def test_local_bm25_scores_equal_bm25s(tmp_path: Path) -> None:
+    """The vectorised scorer gives bm25s' Lucene BM25 scores (same k1, b, tokens)."""
+    import bm25s
+
+    from sleuth.store.local_index import BM25_B, BM25_K1
+
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(40)]
+    chunks = [
+        make_chunk(f"d{i % 5}", i, " ".join(rng.choice(words, size=int(rng.integers(3, 30)))))
+        for i in range(60)
+    ]
+    ref = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
+    ref.index([tokenize(c.index_text()) for c in chunks], show_progress=False)
+    with LocalIndex(tmp_path / "ix", DIM) as ix:
+        ix.add(chunks[:40], vectors(chunks[:40]))
+        ix.add(chunks[40:], vectors(chunks[40:]))
+        for query in ["w1", "w2 w3 w3", "w5 w17 w39 nothing", "Section D3"]:
+            want = ref.get_scores(tokenize(query))
+            hits = ix.search_bm25(query, len(chunks))
+            got = {h.chunk.chunk_id: h.score for h in hits}
+            assert set(got) == {c.chunk_id for c, w in zip(chunks, want, strict=True) if w > 0}
+            for c, w in zip(chunks, want, strict=True):
+                if w > 0:
+                    assert got[c.chunk_id] == pytest.approx(float(w), rel=1e-5)
+
+
 def test_local_files_and_dim_mismatch(tmp_path: Path) -> None:
     path = tmp_path / "ix"
     with LocalIndex(path, DIM) as ix:
@@ -441,6 +478,7 @@ def test_local_compaction_keeps_content(tmp_path: Path) -> None:
         "chunks-00000002.jsonl",
         "journal-00000002.jsonl",
         "meta.json",
+        "terms-00000002.npz",
         "vectors-00000002.npy",
     ]
     assert (path / "journal-00000002.jsonl").stat().st_size == 0
@@ -459,6 +497,67 @@ def test_local_two_instances_see_each_others_changes(tmp_path: Path) -> None:
         b.add(CORPUS[3:4], vectors(CORPUS[3:4]))
         assert ids(a.search_bm25("aardvark", 3)) == [AARDVARK]
         assert a.count() == b.count() == len(CORPUS) - 1
+
+
+def test_local_sees_changes_made_by_another_process(tmp_path: Path) -> None:
+    path = tmp_path / "ix"
+    script = f"""
+import numpy as np
+from sleuth.store.local_index import LocalIndex
+from sleuth.types import Chunk
+with LocalIndex({str(path)!r}, {DIM}) as ix:
+    assert ix.count() == {len(CORPUS)}
+    print(ix.delete_document("ipc"))
+    c = Chunk(chunk_id="new#0", source_id="new", doc_id="new", title_path=[],
+              text="A wombat statute.", position=0)
+    ix.add([c], np.eye({DIM}, dtype=np.float32)[:1])
+    ix.compact()
+"""
+    with LocalIndex(path, DIM) as ix:
+        ix.add(CORPUS, vectors(CORPUS))
+        assert ix.search_bm25("wombat", 3) == []
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "2"
+        assert ix.count() == len(CORPUS) - 2 + 1
+        assert ids(ix.search_bm25("wombat", 3)) == ["new#0"]
+        assert ix.search_bm25("aardvark", 3) == []
+
+
+def test_local_concurrent_searches_and_writes(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+    with LocalIndex(tmp_path / "ix", DIM) as ix:
+        ix.add(CORPUS, vectors(CORPUS))
+
+        def search() -> None:
+            try:
+                for _ in range(30):
+                    hits = ix.search_hybrid("property theft", embed_one("theft"), 5)
+                    assert len(hits) == 5
+                    assert_well_formed(hits, "hybrid")
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        def write() -> None:
+            try:
+                for i in range(15):
+                    c = make_chunk("tmp", i, f"Temporary theft note {i}.")
+                    ix.add([c], vectors([c]))
+                    if i % 5 == 4:
+                        ix.delete_document("tmp")
+            except BaseException as exc:  # pragma: no cover
+                errors.append(exc)
+
+        threads = [threading.Thread(target=search) for _ in range(3)]
+        threads.append(threading.Thread(target=write))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert ix.count() == len(CORPUS)
 
 
 def test_local_ignores_a_torn_journal_record(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Unit tests of sleuth.llm.factory: spec parsing, extras, the request guard."""
+"""Unit tests of sleuth.llm.factory (spec parsing, extras, the request guard) and of the
+local model's pure helpers (reply parsing, message rendering, context fitting)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from sleuth.config import Settings
 from sleuth.errors import ConfigError, MissingExtraError
 from sleuth.llm import factory, testing
 from sleuth.llm.factory import LLMSpec, make_chat_model, parse_llm_spec
+from sleuth.llm.local import LlamaCppChatModel, describe_tools, parse_tool_reply, to_llama_messages
 
 
 @pytest.mark.parametrize(
@@ -230,3 +233,148 @@ def test_ollama_model_name_with_colon_reaches_provider(monkeypatch: pytest.Monke
     assert seen["model_provider"] == "ollama"
     assert seen["base_url"] == "http://h:11434"
     assert "api_key" not in seen
+
+
+# --- pure helpers of the local model (no llama.cpp needed) --------------------------------
+# (kept here with the factory that builds the model; no separate test file was allotted)
+
+NAMES = ["search", "read_document"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "name", "args"),
+    [
+        ('{"tool": "search", "arguments": {"query": "llamas"}}', "search", {"query": "llamas"}),
+        (
+            'Sure!\n```json\n{"tool": "search", "arguments": {"query": "x"}}\n```',
+            "search",
+            {"query": "x"},
+        ),
+        ('{"name": "read_document", "args": {"doc_id": "d1"}}', "read_document", {"doc_id": "d1"}),
+        ('{"tool": "SEARCH", "arguments": "{\\"query\\": \\"q\\"}"}', "search", {"query": "q"}),
+        (
+            '{"tool": "search", "arguments": {"query": "unterminated',
+            "search",
+            {"query": "unterminated"},
+        ),
+        ('functions.search:\n{"query": "llamas"}', "search", {"query": "llamas"}),
+        ('{"function": {"name": "search", "arguments": {"query": "q"}}}', "search", {"query": "q"}),
+        ('{"tool": "search"}', "search", {}),
+    ],
+)
+def test_parse_tool_reply_finds_calls(raw: str, name: str, args: dict[str, Any]) -> None:
+    content, calls, invalid = parse_tool_reply(raw, NAMES)
+    assert content == ""
+    assert invalid == []
+    assert [(c["name"], c["args"]) for c in calls] == [(name, args)]
+    assert calls[0]["id"].startswith("call_")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["Llamas are camelids.", "Use a dict like {a: 1} in Python.", "  ", '{"answer": "Llamas."}'],
+)
+def test_parse_tool_reply_plain_answers(raw: str) -> None:
+    content, calls, invalid = parse_tool_reply(raw, NAMES)
+    assert calls == [] and invalid == []
+    assert content == ("Llamas." if "answer" in raw else raw.strip())
+
+
+def test_parse_tool_reply_unknown_tool_is_invalid() -> None:
+    content, calls, invalid = parse_tool_reply('{"tool": "delete_all", "arguments": {}}', NAMES)
+    assert content == "" and calls == []
+    assert invalid[0]["name"] == "delete_all"
+    assert "unknown tool" in invalid[0]["error"]
+    assert "search" in invalid[0]["error"]
+
+
+def test_parse_tool_reply_bare_args_with_single_tool() -> None:
+    _, calls, _ = parse_tool_reply('{"query": "llamas"}', ["search"])
+    assert [(c["name"], c["args"]) for c in calls] == [("search", {"query": "llamas"})]
+    # with several tools a nameless object is not guessed
+    content, calls, _ = parse_tool_reply('{"query": "llamas"}', NAMES)
+    assert calls == [] and content == '{"query": "llamas"}'
+
+
+def test_parse_tool_reply_several_calls() -> None:
+    raw = (
+        '{"tool": "search", "arguments": {"query": "a"}}\n'
+        '{"tool": "read_document", "arguments": {"doc_id": "d"}}'
+    )
+    _, calls, _ = parse_tool_reply(raw, NAMES)
+    assert [c["name"] for c in calls] == ["search", "read_document"]
+    assert len({c["id"] for c in calls}) == 2
+
+
+def test_to_llama_messages_renders_the_protocol() -> None:
+    call = {"name": "search", "args": {"query": "llamas"}, "id": "c1"}
+    chat = to_llama_messages(
+        [
+            SystemMessage("Be brief."),
+            HumanMessage("What is a llama?"),
+            AIMessage(content="", tool_calls=[call]),
+            ToolMessage("Llamas are camelids.", tool_call_id="c1"),
+            ToolMessage("More.", tool_call_id="c1"),
+        ],
+        tool_prompt="TOOLS HERE",
+    )
+    assert [turn["role"] for turn in chat] == ["system", "user", "assistant", "user"]
+    assert chat[0]["content"] == "Be brief.\n\nTOOLS HERE"
+    assert '"tool": "search"' in chat[2]["content"]
+    assert '"arguments": {"query": "llamas"}' in chat[2]["content"]
+    assert chat[3]["content"].startswith("Result of tool search:\nLlamas are camelids.")
+    assert chat[3]["content"].endswith("More.")
+
+
+def test_describe_tools_lists_names_args_and_format() -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "search",
+                "description": "Search the collection.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"query": {"type": "string"}, "k": {"type": "integer"}},
+                    "required": ["query"],
+                },
+            },
+        }
+    ]
+    text = describe_tools(tools)
+    assert "- search(query: string, k: integer (optional)): Search the collection." in text
+    assert '{"tool": "search", "arguments": {"query": "..."}}' in text
+    assert "plain text" in text
+    assert "must call a tool" in describe_tools(tools, forced=True)
+
+
+class _WordTokenizer:
+    """Stands in for llama_cpp.Llama in context fitting: one token per word."""
+
+    def tokenize(self, data: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        return [0] * len(data.split())
+
+
+def test_fit_context_cuts_long_turns_and_keeps_system_and_question() -> None:
+    model = LlamaCppChatModel(model_path="unused.gguf", n_ctx=600, max_tokens=100)
+    chat = [
+        {"role": "system", "content": "rules " * 50},
+        {"role": "user", "content": "question"},
+        {"role": "user", "content": "observation " * 5000},
+        {"role": "user", "content": "final " * 20},
+    ]
+    fitted = model._fit_context(_WordTokenizer(), chat)
+    total = sum(len(turn["content"].split()) for turn in fitted)
+    assert total <= 600 - 100 - 16 - 8 * len(chat)
+    assert fitted[0] == chat[0]
+    assert fitted[1] == chat[1]
+    assert fitted[3] == chat[3]
+    assert "[...truncated...]" in fitted[2]["content"]
+    assert chat[2]["content"] == "observation " * 5000  # input not mutated
+
+
+def test_fit_context_raises_when_impossible() -> None:
+    model = LlamaCppChatModel(model_path="unused.gguf", n_ctx=256, max_tokens=200)
+    chat = [{"role": "system", "content": "x " * 40}, {"role": "user", "content": "y " * 40}]
+    with pytest.raises(ValueError, match="even after truncation"):
+        model._fit_context(_WordTokenizer(), chat)

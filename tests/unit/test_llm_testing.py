@@ -77,6 +77,14 @@ def test_repeat_last_repeats_with_fresh_ids() -> None:
     assert len(set(ids)) == 4
 
 
+def test_repeat_last_does_not_reuse_an_explicit_id() -> None:
+    # graph state merges messages by id: a reused id would replace, not append
+    model = ScriptedChatModel([AIMessage(content="x", id="fixed")], repeat_last=True)
+    ids = [model.invoke("q").id for _ in range(3)]
+    assert ids[0] == "fixed"
+    assert len(set(ids)) == 3
+
+
 def test_returned_messages_are_copies() -> None:
     scripted = final("text")
     model = ScriptedChatModel([scripted], repeat_last=True)

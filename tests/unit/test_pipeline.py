@@ -152,8 +152,8 @@ def test_ingest_adds_documents_and_reports(env: Env) -> None:
     assert t.total_s >= t.load_s + t.embed_s >= 0
     assert recorder.started == 2
     assert sorted(recorder.files) == [("birds.md", "added"), ("zoo.md", "added")]
-    assert recorder.chunks[0] == (0, 3)
     assert recorder.chunks[-1] == (3, 3)
+    assert all(done <= total for done, total in recorder.chunks)
 
     info = env.catalog.get_collection("c")
     assert info is not None
@@ -374,3 +374,56 @@ def test_rich_progress_draws_to_its_console(env: Env) -> None:
         env.pipeline.ingest([env.docs], "c", progress=progress)
     text = out.getvalue()
     assert "files" in text and "chunks" in text
+
+
+def test_vectors_stay_aligned_across_embed_jobs_and_write_groups(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pipeline_module, "EMBED_JOB_MIN", 2)
+    monkeypatch.setattr(pipeline_module, "WRITE_GROUP", 3)
+    env.settings = env.settings.model_copy(update={"embedding_batch_size": 1})
+    pipeline = env.make_pipeline(env.embedder)
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]
+    for i, word in enumerate(words):
+        sections = "".join(f"## Part {j}\n\n{word} {word} item {j}.\n\n" for j in range(i % 3 + 1))
+        env.write(f"{word}.md", f"# {word.title()}\n\n{sections}")
+    report = pipeline.ingest([env.docs], "c")
+    assert report.totals["added"] == len(words)
+    assert env.embedder.calls > 3  # several embedding jobs
+    assert report.n_embedded == env.index().count() == env.catalog.get_collection("c").n_chunks  # type: ignore[union-attr]
+    for word in words:
+        top = env.index().search_dense(FakeEmbedder().embed([f"{word} {word}"])[0], 1)[0]
+        assert top.chunk.doc_id == word
+    pipeline.close()
+
+
+def test_an_embedder_error_propagates_and_nothing_is_written(env: Env) -> None:
+    class Broken(FakeEmbedder):
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            raise RuntimeError("CUDA out of memory")
+
+    env.write("zoo.md", ZOO)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        env.make_pipeline(Broken()).ingest([env.docs], "c")
+    assert env.catalog.get_document("c", "zoo") is None
+    # the next run starts from scratch and succeeds
+    assert statuses(env.pipeline.ingest([env.docs], "c")) == {"zoo.md": "added"}
+
+
+def test_an_explicit_unsupported_file_fails_with_the_reason(env: Env) -> None:
+    notes = env.write("notes.xyz", "some text")
+    zoo = env.write("zoo.md", ZOO)
+    report = env.pipeline.ingest([notes, zoo], "c")
+    assert statuses(report) == {"notes.xyz": "failed", "zoo.md": "added"}
+    assert "unsupported" in report.files[0].message
+    assert report.model_dump()["totals"]["failed"] == 1
+
+
+def test_a_same_named_file_elsewhere_replaces_and_says_so(env: Env) -> None:
+    first = env.write("a/readme.md", ZOO)
+    second = env.write("b/readme.md", BIRDS)
+    env.pipeline.ingest([first], "c")
+    report = env.pipeline.ingest([second], "c")
+    (outcome,) = report.files
+    assert outcome.status == "replaced"
+    assert str(first.resolve()) in outcome.message

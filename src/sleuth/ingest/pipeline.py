@@ -10,9 +10,10 @@ Per file the pipeline decides, from the catalog and the content hash, whether th
 * ``failed``: unreadable, corrupt, encrypted... (reported by file name with the reason and
   recorded in the catalog; the rest of the batch goes on).
 
-All new chunks of a call are embedded together in large batches, which keeps the pipeline's
-throughput close to the embedder's own. The embedder is loaded lazily, so re-ingesting
-unchanged files does not even load the model.
+New chunks are embedded in large batches on a background thread while later files are still
+being read and chunked, and written by groups of documents as their vectors arrive, which keeps
+the pipeline's throughput close to the embedder's own. The embedder is loaded lazily, so
+re-ingesting unchanged files does not even load the model.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -61,8 +63,11 @@ _STATUSES: tuple[FileStatus, ...] = (
     "failed",
 )
 
-EMBED_GROUP = 4096
-"""New chunks embedded then written together (bounds memory; large for throughput)."""
+WRITE_GROUP = 2048
+"""Chunks written to the index (one call) and the catalog (one transaction) together."""
+
+EMBED_JOB_MIN = 128
+"""Fewest texts per call to the embedder (``4 × embedding_batch_size`` when larger)."""
 
 RERESOLVE_MAX_CHUNKS = 20_000
 """Retry other documents' unresolved references only when at most this many chunks hold
@@ -127,6 +132,16 @@ class _Pending:
     remove: list[str] = field(default_factory=list)  # doc_ids to delete first (old versions)
 
 
+@dataclass
+class _Batch:
+    """What one ingest call has accepted so far."""
+
+    pending: list[_Pending] = field(default_factory=list)
+    docs: dict[str, str] = field(default_factory=dict)  # doc_id -> path
+    hashes: dict[str, str] = field(default_factory=dict)  # content hash -> doc_id
+    chunks: dict[str, str] = field(default_factory=dict)  # chunk_id -> doc_id
+
+
 class IngestPipeline:
     """Ingest files or documents into a collection (index + catalog).
 
@@ -138,8 +153,9 @@ class IngestPipeline:
         embedder: the embedding model; ``get_embedder(settings.embedding_model, ...)`` on first
             need when omitted.
 
-    One pipeline serialises its own calls (a lock); indexes it opens are cached until
-    :meth:`close`.
+    One pipeline serialises its own calls (a lock); the indexes it opens are cached until
+    :meth:`close` (which closes them: do not call it when ``index_opener`` hands out indexes
+    shared with others).
     """
 
     def __init__(
@@ -398,110 +414,143 @@ class IngestPipeline:
         report: IngestReport,
         progress: ProgressCallback | None,
     ) -> None:
-        """Classify every item, then chunk/resolve/embed/write the new and changed ones."""
-        pending: list[_Pending] = []
-        batch_docs: dict[str, str] = {}  # doc_id -> path, documents of this call
-        batch_hashes: dict[str, str] = {}  # content hash -> doc_id, new content of this call
-        batch_chunks: dict[str, str] = {}  # chunk_id -> doc_id, new chunks of this call
+        """Classify every item; chunk, resolve, embed and write the new and changed ones.
+
+        Chunks go to a background embedding thread as soon as their document is chunked, so
+        reading, chunking, reference resolution and writing overlap with the embedding (the
+        model releases the GIL while it computes).
+        """
+        batch = _Batch()
+        embedding: _BackgroundEmbedder | None = None
 
         def finish(outcome: FileOutcome) -> None:
             if progress is not None:
                 progress.on_file(outcome.path, outcome.status)
 
-        for path, item in items:
-            if isinstance(item, FileOutcome):
-                report.files.append(item)
-                finish(item)
-                continue
-            doc = item
-            outcome = FileOutcome(path=str(path), doc_id=doc.doc_id, status="added")
-            report.files.append(outcome)  # in input order; completed below
-            if doc.doc_id in batch_docs:
-                outcome.status = "failed"
-                outcome.message = (
-                    f"{path.name}: its doc_id '{doc.doc_id}' is also the doc_id of "
-                    f"{batch_docs[doc.doc_id]} in this batch; rename one of the files"
-                )
-                finish(outcome)
-                continue
-            existing = self.catalog.get_document(collection, doc.doc_id)
-            indexed = existing if existing is not None and existing.status == "indexed" else None
-            if indexed is not None and indexed.content_hash == doc.content_hash:
-                outcome.status = "unchanged"
-                outcome.n_chunks = indexed.n_chunks
-                finish(outcome)
-                continue
-            # older versions of this file indexed under another doc_id are replaced too
-            stale = [
-                d.doc_id
-                for d in self.catalog.find_by_path(collection, doc.path)
-                if d.doc_id != doc.doc_id and d.status == "indexed"
-            ]
-            remove = ([doc.doc_id] if indexed is not None else []) + stale
-            same = self.catalog.find_by_hash(collection, doc.content_hash)
-            duplicate_of = None
-            if same is not None and same.doc_id != doc.doc_id and same.doc_id not in stale:
-                duplicate_of = f"'{same.doc_id}' ({same.path})"
-            elif doc.content_hash in batch_hashes:
-                duplicate_of = f"'{batch_hashes[doc.content_hash]}' (ingested just before)"
-            if duplicate_of is not None:
-                outcome.status = "duplicate"
-                outcome.message = f"{path.name}: same content as {duplicate_of}; not indexed again"
-                if remove:  # the file changed into a copy of another document
-                    self._remove(collection, dim, remove)
-                    outcome.message += f"; its previous version ({', '.join(remove)}) was removed"
-                finish(outcome)
-                continue
+        try:
+            for path, item in items:
+                if isinstance(item, FileOutcome):
+                    report.files.append(item)
+                    finish(item)
+                    continue
+                outcome = FileOutcome(path=str(path), doc_id=item.doc_id, status="added")
+                report.files.append(outcome)  # in input order; completed when written
+                pending = self._classify(collection, dim, path, item, outcome, batch, report)
+                if pending is None:
+                    finish(outcome)
+                    continue
+                if embedding is None:
+                    embedding = self._start_embedding(collection, progress)
+                embedding.submit([c.index_text() for c in pending.chunks])
 
+            if embedding is None:
+                return
+            embedding.close_input()
             t0 = time.perf_counter()
-            chunks = chunk_document(
-                doc, self.settings.chunk_words, self.settings.chunk_overlap_words
-            )
-            problem = self._chunk_id_problem(collection, doc.doc_id, chunks, batch_chunks, stale)
+            removed = {d for p in batch.pending for d in p.remove}
+            removed |= {p.doc.doc_id for p in batch.pending}
+            targets = self.catalog.section_stubs(collection, exclude_doc_ids=sorted(removed))
+            resolve_references([c for p in batch.pending for c in p.chunks] + targets)
             report.timings.chunk_s += time.perf_counter() - t0
-            if problem or not chunks:
-                outcome.status = "failed" if problem else "skipped"
-                outcome.message = f"{path.name}: {problem or 'no text to index'}"
-                if indexed is not None:
-                    outcome.message += "; the previously indexed version is kept"
-                    outcome.n_chunks = indexed.n_chunks
-                else:
-                    self.catalog.record_failure(
-                        collection,
-                        doc.doc_id,
-                        doc.path,
-                        problem or "no text to index",
-                        status=outcome.status,
-                    )
-                if not problem:
-                    report.warnings.append(outcome.message)
-                finish(outcome)
-                continue
-            if remove:
-                outcome.status = "replaced"
-                if stale:
-                    outcome.message = f"replaces {', '.join(stale)} (same path)"
-            outcome.n_chunks = len(chunks)
-            batch_docs[doc.doc_id] = str(path)
-            batch_hashes[doc.content_hash] = doc.doc_id
-            batch_chunks.update((c.chunk_id, doc.doc_id) for c in chunks)
-            pending.append(_Pending(doc, chunks, outcome, remove))
 
-        if not pending:
-            return
-        t0 = time.perf_counter()
-        removed = {d for p in pending for d in p.remove} | {p.doc.doc_id for p in pending}
-        targets = self.catalog.section_stubs(collection, exclude_doc_ids=sorted(removed))
-        resolve_references([c for p in pending for c in p.chunks] + targets)
-        report.timings.chunk_s += time.perf_counter() - t0
-
-        self._embed_and_write(collection, dim, pending, report, progress, finish)
+            self._write(collection, dim, batch.pending, embedding, report, finish)
+        finally:
+            if embedding is not None:
+                embedding.shutdown()
+                report.timings.embed_s += embedding.seconds
+                report.n_embedded += embedding.done
 
         t0 = time.perf_counter()
-        if any(p.remove for p in pending):
+        if any(p.remove for p in batch.pending):
             self.catalog.clear_dangling_references(collection)
-        self._reresolve(collection, exclude={p.doc.doc_id for p in pending})
+        self._reresolve(collection, exclude={p.doc.doc_id for p in batch.pending})
         report.timings.chunk_s += time.perf_counter() - t0
+
+    def _classify(
+        self,
+        collection: str,
+        dim: int,
+        path: Path,
+        doc: Document,
+        outcome: FileOutcome,
+        batch: _Batch,
+        report: IngestReport,
+    ) -> _Pending | None:
+        """Decide what to do with a loaded document; fill ``outcome``.
+
+        Returns:
+            The document and its chunks when they are to be embedded and written (outcome
+            ``added``/``replaced``), else ``None`` (outcome final: unchanged, duplicate,
+            skipped or failed).
+        """
+        if doc.doc_id in batch.docs:
+            outcome.status = "failed"
+            outcome.message = (
+                f"{path.name}: its doc_id '{doc.doc_id}' is also the doc_id of "
+                f"{batch.docs[doc.doc_id]} in this batch; rename one of the files"
+            )
+            return None
+        existing = self.catalog.get_document(collection, doc.doc_id)
+        indexed = existing if existing is not None and existing.status == "indexed" else None
+        if indexed is not None and indexed.content_hash == doc.content_hash:
+            outcome.status = "unchanged"
+            outcome.n_chunks = indexed.n_chunks
+            return None
+        # an older version of this file indexed under another doc_id is replaced too
+        stale = [
+            d.doc_id
+            for d in self.catalog.find_by_path(collection, doc.path)
+            if d.doc_id != doc.doc_id and d.status == "indexed"
+        ]
+        remove = ([doc.doc_id] if indexed is not None else []) + stale
+        same = self.catalog.find_by_hash(collection, doc.content_hash)
+        duplicate_of = None
+        if same is not None and same.doc_id != doc.doc_id and same.doc_id not in stale:
+            duplicate_of = f"'{same.doc_id}' ({same.path})"
+        elif doc.content_hash in batch.hashes:
+            duplicate_of = f"'{batch.hashes[doc.content_hash]}' (ingested just before)"
+        if duplicate_of is not None:
+            outcome.status = "duplicate"
+            outcome.message = f"{path.name}: same content as {duplicate_of}; not indexed again"
+            if remove:  # the file changed into a copy of another document
+                self._remove(collection, dim, remove)
+                outcome.message += f"; its previous version ({', '.join(remove)}) was removed"
+            return None
+
+        t0 = time.perf_counter()
+        chunks = chunk_document(doc, self.settings.chunk_words, self.settings.chunk_overlap_words)
+        problem = self._chunk_id_problem(collection, doc.doc_id, chunks, batch.chunks, stale)
+        report.timings.chunk_s += time.perf_counter() - t0
+        if problem or not chunks:
+            outcome.status = "failed" if problem else "skipped"
+            reason = problem or "no text to index"
+            outcome.message = f"{path.name}: {reason}"
+            if indexed is not None:
+                outcome.message += "; the previously indexed version is kept"
+                outcome.n_chunks = indexed.n_chunks
+            else:
+                self.catalog.record_failure(
+                    collection, doc.doc_id, doc.path, reason, status=outcome.status
+                )
+            if not problem:
+                report.warnings.append(outcome.message)
+            return None
+
+        if remove:
+            outcome.status = "replaced"
+            notes = []
+            if indexed is not None and indexed.path != doc.path:
+                notes.append(f"replaces '{doc.doc_id}' read from {indexed.path}")
+            if stale:
+                notes.append(f"replaces {', '.join(stale)} (same path)")
+            outcome.message = "; ".join(notes)
+        outcome.n_chunks = len(chunks)
+        batch.docs[doc.doc_id] = str(path)
+        batch.hashes[doc.content_hash] = doc.doc_id
+        batch.chunks.update((c.chunk_id, doc.doc_id) for c in chunks)
+        pending = _Pending(doc, chunks, outcome, remove)
+        batch.pending.append(pending)
+        return pending
 
     def _chunk_id_problem(
         self,
@@ -540,58 +589,77 @@ class IngestPipeline:
             self.catalog.delete_document(collection, doc_id)
         self.catalog.clear_dangling_references(collection)
 
-    def _embed_and_write(
-        self,
-        collection: str,
-        dim: int,
-        pending: list[_Pending],
-        report: IngestReport,
-        progress: ProgressCallback | None,
-        finish: Callable[[FileOutcome], None],
-    ) -> None:
-        """Embed the pending chunks in large batches, then write index and catalog.
-
-        Documents go by groups of about :data:`EMBED_GROUP` chunks: all of a group's chunks
-        are embedded, then its old versions deleted, its chunks added to the index in one call
-        and its catalog records saved (index first: a crash before the catalog write leaves
-        the old hash in the catalog, so the next run redoes the document).
-        """
+    def _start_embedding(
+        self, collection: str, progress: ProgressCallback | None
+    ) -> _BackgroundEmbedder:
         embedder = self.embedder
         # the model is loaded now: check its name and dim against the collection's
         self.catalog.ensure_collection(
             collection, embedder.name, embedder.dim, self.settings.index_backend
         )
-        index = self.index(collection, dim)
-        n_total = sum(len(p.chunks) for p in pending)
-        step = max(self.settings.embedding_batch_size * 16, 512)
-        done = 0
-        if progress is not None:
-            progress.on_chunks(0, n_total)
-        for group in _groups(pending, EMBED_GROUP):
-            chunks = [c for p in group for c in p.chunks]
-            texts = [c.index_text() for c in chunks]
-            t0 = time.perf_counter()
-            parts: list[np.ndarray] = []
-            for lo in range(0, len(texts), step):
-                parts.append(embedder.embed(texts[lo : lo + step]))
-                done += len(parts[-1])
-                if progress is not None:
-                    progress.on_chunks(done, n_total)
-            vectors = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            report.timings.embed_s += time.perf_counter() - t0
-            report.n_embedded += len(chunks)
+        step = max(self.settings.embedding_batch_size * 4, EMBED_JOB_MIN)
+        return _BackgroundEmbedder(embedder, step, progress)
 
-            t0 = time.perf_counter()
-            for p in group:
-                for doc_id in p.remove:
-                    index.delete_document(doc_id)
-            index.add(chunks, vectors)
-            for p in group:
-                for doc_id in p.remove:
-                    if doc_id != p.doc.doc_id:
-                        self.catalog.delete_document(collection, doc_id)
-                self.catalog.save_document(
-                    collection,
+    def _write(
+        self,
+        collection: str,
+        dim: int,
+        pending: list[_Pending],
+        embedding: _BackgroundEmbedder,
+        report: IngestReport,
+        finish: Callable[[FileOutcome], None],
+    ) -> None:
+        """Write documents to the index and the catalog as their vectors arrive.
+
+        Documents go by groups of at least :data:`WRITE_GROUP` chunks (or what is left): old
+        versions deleted from the index, the group's chunks added in one call, then the
+        catalog records saved in one transaction. Index first: a crash before the catalog
+        write leaves the old hash in the catalog, so the next run redoes the document.
+        """
+        index = self.index(collection, dim)
+        vectors = embedding.results()
+        buffer: list[np.ndarray] = []
+        n_buffered = 0
+        group: list[_Pending] = []
+        n_group = 0
+        for i, p in enumerate(pending):
+            group.append(p)
+            n_group += len(p.chunks)
+            if n_group < WRITE_GROUP and i < len(pending) - 1:
+                continue
+            while n_buffered < n_group:
+                block = next(vectors)
+                buffer.append(block)
+                n_buffered += len(block)
+            stacked = buffer[0] if len(buffer) == 1 else np.concatenate(buffer)
+            rest = stacked[n_group:]
+            buffer, n_buffered = ([rest] if len(rest) else []), len(rest)
+            self._write_group(collection, index, group, stacked[:n_group], report)
+            for done in group:
+                finish(done.outcome)
+            group, n_group = [], 0
+
+    def _write_group(
+        self,
+        collection: str,
+        index: Index,
+        group: list[_Pending],
+        vectors: np.ndarray,
+        report: IngestReport,
+    ) -> None:
+        t0 = time.perf_counter()
+        for p in group:
+            for doc_id in p.remove:
+                index.delete_document(doc_id)
+        index.add([c for p in group for c in p.chunks], vectors)
+        for p in group:
+            for doc_id in p.remove:
+                if doc_id != p.doc.doc_id:
+                    self.catalog.delete_document(collection, doc_id)
+        self.catalog.save_documents(
+            collection,
+            [
+                (
                     DocumentInfo(
                         doc_id=p.doc.doc_id,
                         path=p.doc.path,
@@ -600,9 +668,10 @@ class IngestPipeline:
                     ),
                     p.chunks,
                 )
-            report.timings.index_s += time.perf_counter() - t0
-            for p in group:
-                finish(p.outcome)
+                for p in group
+            ],
+        )
+        report.timings.index_s += time.perf_counter() - t0
 
     def _reresolve(self, collection: str, exclude: set[str]) -> None:
         """Retry other documents' unresolved references against the sections now present.
@@ -628,18 +697,65 @@ class IngestPipeline:
             self.catalog.update_references(collection, found)
 
 
-def _groups(pending: list[_Pending], size: int) -> Iterator[list[_Pending]]:
-    """Consecutive groups of documents of about ``size`` chunks (a document is never split)."""
-    group: list[_Pending] = []
-    n = 0
-    for p in pending:
-        group.append(p)
-        n += len(p.chunks)
-        if n >= size:
-            yield group
-            group, n = [], 0
-    if group:
-        yield group
+class _BackgroundEmbedder:
+    """Embeds batches of texts on one background thread, in submission order.
+
+    ``submit`` buffers texts and sends them in jobs of ``step`` texts; ``close_input`` sends
+    the rest; ``results`` yields the vector blocks in order (re-raising an embedder error).
+    Progress: ``on_chunks(done, submitted)`` after every job (``submitted`` grows while
+    documents are still being read).
+    """
+
+    def __init__(self, embedder: Embedder, step: int, progress: ProgressCallback | None) -> None:
+        self._embedder = embedder
+        self._step = step
+        self._progress = progress
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sleuth-embed")
+        self._futures: list[Future[np.ndarray]] = []
+        self._buffer: list[str] = []
+        self._lock = threading.Lock()
+        self.submitted = 0
+        self.done = 0
+        self.seconds = 0.0
+
+    def submit(self, texts: Sequence[str]) -> None:
+        self._buffer.extend(texts)
+        while len(self._buffer) >= self._step:
+            self._send(self._buffer[: self._step])
+            del self._buffer[: self._step]
+
+    def close_input(self) -> None:
+        if self._buffer:
+            self._send(self._buffer)
+            self._buffer = []
+
+    def _send(self, texts: list[str]) -> None:
+        with self._lock:
+            self.submitted += len(texts)
+        self._futures.append(self._pool.submit(self._embed, list(texts)))
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        t0 = time.perf_counter()
+        vectors = np.asarray(self._embedder.embed(texts), dtype=np.float32)
+        if vectors.shape != (len(texts), self._embedder.dim):
+            raise ValueError(
+                f"embedder '{self._embedder.name}' returned shape {vectors.shape} for "
+                f"{len(texts)} texts (expected dim {self._embedder.dim})"
+            )
+        with self._lock:
+            self.seconds += time.perf_counter() - t0
+            self.done += len(texts)
+            done, submitted = self.done, self.submitted
+        if self._progress is not None:
+            self._progress.on_chunks(done, submitted)
+        return vectors
+
+    def results(self) -> Iterator[np.ndarray]:
+        for future in self._futures:
+            yield future.result()
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _start(progress: ProgressCallback | None, n_files: int) -> None:

@@ -307,6 +307,34 @@ def parse_tool_reply(
     return "", calls, invalid
 
 
+def _leading_json_done(pieces: list[str]) -> bool:
+    """True when the text starts (after whitespace / a code fence) with a complete object."""
+    text = "".join(pieces).lstrip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+    if not text.startswith("{"):
+        return False
+    depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return True
+    return False
+
+
 def _forced_tools(tools: list[dict[str, Any]], tool_choice: Any) -> list[dict[str, Any]] | None:
     """The tools the model must choose from, or None when it may answer in text."""
     if not tools or tool_choice in (None, "auto", "none", False):
@@ -347,8 +375,8 @@ class LlamaCppChatModel(BaseChatModel):
         temperature: sampling temperature (0 = greedy).
         max_tokens: cap on generated tokens per call.
         repeat_penalty: >1 discourages the loops small models fall into.
-        timeout_s: wall-clock budget of one generation; past it the model is made to stop
-            (not applied to grammar-constrained calls, which always end in a valid object).
+        timeout_s: wall-clock budget of one generation (prompt evaluation excluded); past it
+            generation stops and the partial text is parsed (finish_reason ``"timeout"``).
 
     The loaded ``Llama`` is cached per (path, n_ctx, n_threads) and shared by all instances;
     calls on one cached model are serialised by a lock.
@@ -473,57 +501,82 @@ class LlamaCppChatModel(BaseChatModel):
                     verbose=False,
                 )
 
+        names = [tool["function"]["name"] for tool in tools]
+        stop_at_json = bool(names) and forced is None
         with lock:
             chat = self._fit_context(llama, chat)
-            logits_processor = None
-            if grammar is None and self.timeout_s:
-                logits_processor = self._deadline_processor(llama, self.timeout_s)
-            response = llama.create_chat_completion(
-                messages=chat,
-                temperature=self.temperature,
-                max_tokens=self.max_tokens,
-                repeat_penalty=self.repeat_penalty,
-                stop=stop or [],
-                seed=self.seed,
-                grammar=grammar,
-                logits_processor=logits_processor,
+            raw, finish_reason, output_tokens = self._stream_text(
+                llama, chat, grammar=grammar, stop=stop, stop_at_json=stop_at_json
             )
-        choice = response["choices"][0]
-        raw = choice["message"].get("content") or ""
-        names = [tool["function"]["name"] for tool in tools]
+            input_tokens = max(int(getattr(llama, "n_tokens", 0)) - output_tokens, 0)
         if names:
             content, calls, invalid = parse_tool_reply(raw, names)
         else:
             content, calls, invalid = raw.strip(), [], []
-        usage = response.get("usage") or {}
         message = AIMessage(
             content=content,
             tool_calls=calls,
             invalid_tool_calls=invalid,
             response_metadata={
                 "model_name": os.path.basename(self.model_path),
-                "finish_reason": choice.get("finish_reason"),
+                "finish_reason": finish_reason,
                 "raw_output": raw,
             },
             usage_metadata={
-                "input_tokens": usage.get("prompt_tokens", 0),
-                "output_tokens": usage.get("completion_tokens", 0),
-                "total_tokens": usage.get("total_tokens", 0),
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens,
             },
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    @staticmethod
-    def _deadline_processor(llama: Any, timeout_s: float) -> Any:
-        """A logits processor that forces end-of-sequence once ``timeout_s`` has passed."""
-        llama_cpp = require("llama_cpp", "local", "the local llama.cpp model")
-        eos = llama.token_eos()
-        deadline = time.monotonic() + timeout_s
+    def _stream_text(
+        self,
+        llama: Any,
+        chat: list[dict[str, str]],
+        *,
+        grammar: Any,
+        stop: list[str] | None,
+        stop_at_json: bool,
+    ) -> tuple[str, str | None, int]:
+        """Generate, stopping early on timeout or after a complete leading JSON object.
 
-        def force_eos_after_deadline(input_ids: Any, scores: Any) -> Any:
-            if time.monotonic() > deadline and eos >= 0:
-                scores[:] = -float("inf")
-                scores[eos] = 0.0
-            return scores
-
-        return llama_cpp.LogitsProcessorList([force_eos_after_deadline])  # type: ignore[attr-defined]
+        Returns:
+            ``(text, finish_reason, generated_chunks)``; finish_reason is llama.cpp's
+            (``"stop"``, ``"length"``), ``"tool_call"`` (JSON complete) or ``"timeout"``.
+        """
+        deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
+        stream = llama.create_chat_completion(
+            messages=chat,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            repeat_penalty=self.repeat_penalty,
+            stop=stop or [],
+            seed=self.seed,
+            grammar=grammar,
+            stream=True,
+        )
+        pieces: list[str] = []
+        finish_reason: str | None = None
+        chunks = 0
+        try:
+            for chunk in stream:
+                choice = chunk["choices"][0]
+                delta = (choice.get("delta") or {}).get("content") or ""
+                if delta:
+                    pieces.append(delta)
+                    chunks += 1
+                if choice.get("finish_reason"):
+                    finish_reason = choice["finish_reason"]
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    finish_reason = "timeout"
+                    break
+                if stop_at_json and delta and "}" in delta and _leading_json_done(pieces):
+                    finish_reason = "tool_call"
+                    break
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        return "".join(pieces), finish_reason, chunks

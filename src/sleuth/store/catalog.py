@@ -75,16 +75,6 @@ class CollectionInfo(BaseModel):
     n_chunks: int = 0
     n_failed: int = Field(default=0, description="Documents with status 'failed'")
 
-    @property
-    def documents(self) -> int:
-        """Alias of ``n_documents``."""
-        return self.n_documents
-
-    @property
-    def chunks(self) -> int:
-        """Alias of ``n_chunks``."""
-        return self.n_chunks
-
 
 class DocumentInfo(BaseModel):
     """The catalog record of one document of a collection."""
@@ -552,52 +542,65 @@ class Catalog:
             sqlalchemy.exc.IntegrityError: the collection does not exist, or a chunk_id is
                 already used in the collection by another document.
         """
+        self.save_documents(collection, [(info, chunks)])
+
+    def save_documents(
+        self, collection: str, docs: Sequence[tuple[DocumentInfo, Sequence[Chunk]]]
+    ) -> None:
+        """:meth:`save_document` for several documents, in one transaction.
+
+        Raises:
+            sqlalchemy.exc.IntegrityError: as :meth:`save_document` (nothing is saved).
+        """
+        if not docs:
+            return
         now = _now()
-        with self._session() as session, session.begin():
-            self._delete_doc_content(session, collection, info.doc_id)
-            self._upsert_document(
-                session,
-                collection,
-                doc_id=info.doc_id,
-                path=info.path,
-                title=info.title,
-                content_hash=info.content_hash,
-                status="indexed",
-                error=None,
-                n_chunks=len(chunks),
-                updated_at=now,
-            )
-            session.flush()
-            if chunks:
-                session.execute(
-                    insert(_ChunkRow),
-                    [
-                        {
-                            "collection": collection,
-                            "chunk_id": c.chunk_id,
-                            "doc_id": info.doc_id,
-                            "source_id": c.source_id,
-                            "title_path": list(c.title_path),
-                            "text": c.text,
-                            "position": c.position,
-                            "part": c.part,
-                            "meta": dict(c.metadata),
-                        }
-                        for c in chunks
-                    ],
+        chunk_rows: list[dict[str, Any]] = []
+        ref_rows: list[dict[str, Any]] = []
+        for info, chunks in docs:
+            for c in chunks:
+                chunk_rows.append(
+                    {
+                        "collection": collection,
+                        "chunk_id": c.chunk_id,
+                        "doc_id": info.doc_id,
+                        "source_id": c.source_id,
+                        "title_path": list(c.title_path),
+                        "text": c.text,
+                        "position": c.position,
+                        "part": c.part,
+                        "meta": dict(c.metadata),
+                    }
                 )
-            ref_rows = [
-                {
-                    "collection": collection,
-                    "doc_id": info.doc_id,
-                    "chunk_id": c.chunk_id,
-                    "from_source_id": r.source_id or c.source_id,
-                    "target_text": r.target_text,
-                    "target_id": r.target_id,
-                }
-                for c in chunks
-                for r in _dedupe(c.references)
-            ]
+                ref_rows.extend(
+                    {
+                        "collection": collection,
+                        "doc_id": info.doc_id,
+                        "chunk_id": c.chunk_id,
+                        "from_source_id": r.source_id or c.source_id,
+                        "target_text": r.target_text,
+                        "target_id": r.target_id,
+                    }
+                    for r in _dedupe(c.references)
+                )
+        with self._session() as session, session.begin():
+            for info, chunks in docs:
+                self._delete_doc_content(session, collection, info.doc_id)
+                self._upsert_document(
+                    session,
+                    collection,
+                    doc_id=info.doc_id,
+                    path=info.path,
+                    title=info.title,
+                    content_hash=info.content_hash,
+                    status="indexed",
+                    error=None,
+                    n_chunks=len(chunks),
+                    updated_at=now,
+                )
+            session.flush()
+            if chunk_rows:
+                session.execute(insert(_ChunkRow), chunk_rows)
             if ref_rows:
                 session.execute(insert(_ReferenceRow), ref_rows)
 

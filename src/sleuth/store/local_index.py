@@ -2,35 +2,37 @@
 
 BM25 is Okapi BM25 as in Lucene (Robertson & Zaragoza 2009, 'The Probabilistic Relevance
 Framework: BM25 and Beyond'; the Lucene variant compared by Kamphuis et al., ECIR 2020),
-the ``method="lucene"`` scorer of bm25s, with k1 = 1.5, b = 0.75::
+i.e. the ``method="lucene"`` scorer of bm25s, with k1 = 1.5, b = 0.75::
 
     score(q, d) = Σ_{t in q} idf(t) · tf(t, d) / (tf(t, d) + k1 · (1 - b + b · |d| / avgdl))
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
 over ``Chunk.index_text()`` tokenised by :func:`tokenize` (bm25s' English stopwords,
-PyStemmer's English stemmer). Term counts are computed once per chunk when it is added; the
-inverted index (postings with precomputed weights) is rebuilt lazily, vectorised, on the
-first BM25 search after a change: ~0.1 s for 20k chunks, where ``bm25s.BM25.index`` takes
-over a second. The unit tests check the scores against bm25s. Dense search is an exact dot
-product against a float32 matrix of L2-normalised vectors (dot = cosine). Hybrid search
-fuses the two rankings with Reciprocal Rank Fusion (Cormack et al., SIGIR 2009), see
-:func:`sleuth.store.index.rrf_fuse`.
+PyStemmer's English stemmer). Term counts are computed once per chunk, when it is added,
+and persisted; the inverted index (postings with precomputed weights) is rebuilt lazily and
+vectorised on the first BM25 search after a change (~0.1-0.3 s for 20k chunks, where
+``bm25s.BM25.index`` takes ~1.5 s). The unit tests check the scores against bm25s.
+
+Dense search is an exact dot product against a float32 matrix of L2-normalised vectors
+(dot = cosine). Hybrid search fuses the two rankings with Reciprocal Rank Fusion
+(Cormack et al., SIGIR 2009), see :func:`sleuth.store.index.rrf_fuse`.
 
 On-disk layout under ``directory`` (format version 1)::
 
-    meta.json                 {"format", "format_version", "dim", "generation"}
-    chunks-<gen>.jsonl        snapshot: one Chunk as JSON per line, in row order
-    vectors-<gen>.npy         snapshot: float32 (n, dim), row i belongs to line i
-    journal-<gen>.jsonl       changes since the snapshot, one JSON record per line
-    .lock                     advisory file lock (POSIX flock) shared by processes
+    meta.json              {"format", "format_version", "dim", "generation"}
+    chunks-<gen>.jsonl     snapshot: one Chunk as JSON per line, in row order
+    vectors-<gen>.npy      snapshot: float32 (n, dim), row i belongs to line i
+    terms-<gen>.npz        snapshot: ids, doc ids and BM25 term counts of each row
+    journal-<gen>.jsonl    changes since the snapshot, one JSON record per line
+    .lock                  advisory file lock (POSIX flock) shared by processes
 
 Every change is one line appended to the journal and fsync'ed, so adding or deleting a
 document costs O(size of the change), not O(size of the index); nothing is re-embedded.
 When the journal outgrows half the snapshot, a new generation is written (temp files +
-``os.replace``) and committed by atomically replacing ``meta.json``. A torn last journal
-line (crash during a write) is ignored and truncated by the next writer. Several
+fsync + ``os.replace``) and committed by atomically replacing ``meta.json``. A torn last
+journal line (crash during a write) is ignored, and truncated by the next writer. Several
 processes may open one directory: writers take an exclusive ``flock``, and every call
-first catches up with changes another process made (a few ``stat`` calls).
+first catches up with changes another process made (two ``stat`` calls when none).
 """
 
 from __future__ import annotations
@@ -70,18 +72,22 @@ BM25_B = 0.75
 _META = "meta.json"
 _LOCK = ".lock"
 _MIN_COMPACT_BYTES = 4 * 1024 * 1024
-_FILE_RE = re.compile(r"^(chunks|vectors|journal)-(\d{8})\.(jsonl|npy)(\.tmp)?$")
+_FILE_RE = re.compile(r"^(chunks|vectors|terms|journal)-(\d{8})\.(jsonl|npy|npz)(\.tmp)?$")
+_EXT = {"chunks": "jsonl", "vectors": "npy", "terms": "npz", "journal": "jsonl"}
+_TERMS_ARRAYS = ("lens", "terms", "tfs", "doclen", "ids", "vocab")
 _TOKEN_RE = re.compile(r"\w+")
 _STOPWORDS = frozenset(STOPWORDS_EN)
-_stemmer_lock = threading.Lock()
+_STEM_CACHE_MAX = 500_000
+_stem_lock = threading.Lock()
 _stemmer = Stemmer.Stemmer("english")
+_stem_cache: dict[str, str] = {}
 
 
 def tokenize(text: str) -> list[str]:
     """The BM25 analyzer of :class:`LocalIndex`.
 
     Lowercases, splits on ``\\w+``, drops English stopwords (bm25s' list) and stems with
-    the Snowball English stemmer (PyStemmer).
+    the Snowball English stemmer (PyStemmer). Thread-safe.
 
     Returns:
         The terms, in text order (duplicates kept: they count as term frequency).
@@ -89,15 +95,21 @@ def tokenize(text: str) -> list[str]:
     words = [w for w in _TOKEN_RE.findall(text.lower()) if w not in _STOPWORDS]
     if not words:
         return []
-    with _stemmer_lock:  # PyStemmer objects are not thread-safe
-        return list(_stemmer.stemWords(words))
+    with _stem_lock:  # guards the cache and the stemmer (PyStemmer is not thread-safe)
+        cache = _stem_cache
+        missing = [w for w in set(words) if w not in cache]
+        if missing:
+            if len(cache) + len(missing) > _STEM_CACHE_MAX:
+                cache.clear()
+            cache.update(zip(missing, _stemmer.stemWords(missing), strict=True))
+        return [cache[w] for w in words]
 
 
 @dataclass(frozen=True)
 class _Postings:
     """Inverted index: the postings of term t are ``rows/weights[indptr[t]:indptr[t + 1]]``.
 
-    ``weights`` are the full BM25 term scores idf(t) · tf-part(t, d), float32.
+    ``weights`` are whole BM25 term scores idf(t) · tf-part(t, d), float32.
     """
 
     indptr: np.ndarray  # (n_terms + 1,) int64
@@ -138,6 +150,10 @@ def _stat_sig(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+def _json_array(value: object) -> np.ndarray:
+    return np.frombuffer(json.dumps(value).encode("utf-8"), dtype=np.uint8)
+
+
 class LocalIndex:
     """Embedded BM25 + exact dense index of one collection, persisted under ``directory``.
 
@@ -151,7 +167,7 @@ class LocalIndex:
     Raises:
         EmbeddingModelMismatch: the directory holds an index of another dimension.
         ConfigError: the directory holds an index of an unknown format version.
-        SleuthError: the index files are corrupt (snapshot rows and vectors disagree).
+        SleuthError: the index files are corrupt (snapshot files disagree).
     """
 
     def __init__(self, directory: Path, dim: int) -> None:
@@ -185,7 +201,7 @@ class LocalIndex:
     def add(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         """Insert chunks with their vectors; a chunk whose ``chunk_id`` exists replaces it.
 
-        Nothing is re-embedded; BM25 statistics are rebuilt lazily on the next BM25 search.
+        Nothing is re-embedded; BM25 postings are rebuilt lazily on the next BM25 search.
 
         Args:
             chunks: the chunks; a repeated ``chunk_id`` in one call keeps the last one.
@@ -331,7 +347,7 @@ class LocalIndex:
             self._check_open()
             self._catch_up()
             return [
-                self._chunks[self._row[cid]].model_copy(deep=True)
+                self._chunk(self._row[cid]).model_copy(deep=True)
                 for cid in chunk_ids
                 if cid in self._row
             ]
@@ -354,21 +370,30 @@ class LocalIndex:
         return f"LocalIndex({str(self.directory)!r}, dim={self.dim})"
 
     # ------------------------------------------------------------------ memory state
+    # Row i of every list/array below is the same chunk; rows are dense (0..n-1).
 
     def _reset_memory(self) -> None:
-        self._chunks: list[Chunk] = []
-        self._lines: list[str] = []  # JSON of each chunk, reused when writing a snapshot
-        self._terms: list[np.ndarray] = []  # per row: distinct term ids, int32
-        self._tfs: list[np.ndarray] = []  # per row: their counts, float32
-        self._vocab: dict[str, int] = {}  # term -> id; only grows until the next reload
-        self._row: dict[str, int] = {}
+        self._lines: list[str] = []  # JSON of each chunk (what snapshots store)
+        self._parsed: list[Chunk | None] = []  # parsed lazily from _lines
+        self._ids: list[str] = []  # chunk_id of each row
+        self._row: dict[str, int] = {}  # chunk_id -> row
+        self._terms: list[np.ndarray] = []  # distinct term ids of each row, int32
+        self._tfs: list[np.ndarray] = []  # their counts, float32
+        self._vocab: dict[str, int] = {}  # term -> id, ids in insertion order
         self._vecs = np.zeros((0, self.dim), dtype=np.float32)  # capacity >= n
         self._codes = np.zeros(0, dtype=np.int32)  # doc code of each row
-        self._doclen = np.zeros(0, dtype=np.float32)  # tokens in each row
-        self._code_of: dict[str, int] = {}
+        self._doclen = np.zeros(0, dtype=np.float32)  # number of terms of each row
+        self._doc_ids: list[str] = []  # doc_id of each code
+        self._code_of: dict[str, int] = {}  # doc_id -> code
         self._n = 0
         self._postings: _Postings | None = None
         self._bm25_dirty = True
+
+    def _chunk(self, row: int) -> Chunk:
+        chunk = self._parsed[row]
+        if chunk is None:
+            chunk = self._parsed[row] = Chunk.model_validate_json(self._lines[row])
+        return chunk
 
     def _reserve(self, n: int) -> None:
         if n <= self._vecs.shape[0]:
@@ -385,14 +410,16 @@ class LocalIndex:
     def _doc_code(self, doc_id: str) -> int:
         code = self._code_of.get(doc_id)
         if code is None:
-            code = self._code_of[doc_id] = len(self._code_of)
+            code = self._code_of[doc_id] = len(self._doc_ids)
+            self._doc_ids.append(doc_id)
         return code
 
     def _term_counts(self, text: str) -> tuple[np.ndarray, np.ndarray, int]:
         tokens = tokenize(text)
+        counts = Counter(tokens)
         vocab = self._vocab
-        counts = Counter(vocab.setdefault(t, len(vocab)) for t in tokens)
-        terms = np.fromiter(counts.keys(), dtype=np.int32, count=len(counts))
+        ids = [vocab.setdefault(t, len(vocab)) for t in counts]
+        terms = np.array(ids, dtype=np.int32)
         tfs = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
         return terms, tfs, len(tokens)
 
@@ -405,12 +432,13 @@ class LocalIndex:
                 row = self._n
                 self._n += 1
                 self._row[chunk.chunk_id] = row
-                self._chunks.append(chunk)
+                self._ids.append(chunk.chunk_id)
+                self._parsed.append(None)  # parsed from `line` when first hit
                 self._lines.append(line)
                 self._terms.append(terms)
                 self._tfs.append(tfs)
             else:
-                self._chunks[row] = chunk
+                self._parsed[row] = None
                 self._lines[row] = line
                 self._terms[row] = terms
                 self._tfs[row] = tfs
@@ -429,8 +457,7 @@ class LocalIndex:
         code = self._code_of.get(doc_id)
         if code is None:
             return 0
-        keep = self._codes[: self._n] != code
-        kept = np.flatnonzero(keep)
+        kept = np.flatnonzero(self._codes[: self._n] != code)
         removed = self._n - kept.size
         if removed == 0:
             return 0
@@ -439,11 +466,10 @@ class LocalIndex:
         self._codes[:m] = self._codes[kept]
         self._doclen[:m] = self._doclen[kept]
         rows = kept.tolist()
-        self._chunks = [self._chunks[i] for i in rows]
-        self._lines = [self._lines[i] for i in rows]
-        self._terms = [self._terms[i] for i in rows]
-        self._tfs = [self._tfs[i] for i in rows]
-        self._row = {c.chunk_id: i for i, c in enumerate(self._chunks)}
+        for name in ("_lines", "_parsed", "_ids", "_terms", "_tfs"):
+            old = getattr(self, name)
+            setattr(self, name, [old[i] for i in rows])
+        self._row = {cid: i for i, cid in enumerate(self._ids)}
         self._n = m
         self._bm25_dirty = True
         return removed
@@ -473,20 +499,24 @@ class LocalIndex:
         if n == 0 or not lens.any():
             self._postings = None
         else:
-            terms = np.concatenate(self._terms)
-            tfs = np.concatenate(self._tfs)
-            rows = np.repeat(np.arange(n, dtype=np.int32), lens)
-            order = np.argsort(terms, kind="stable")
-            terms, rows, tfs = terms[order], rows[order], tfs[order]
-            df = np.bincount(terms, minlength=len(self._vocab))
-            indptr = np.zeros(df.size + 1, dtype=np.int64)
-            np.cumsum(df, out=indptr[1:])
+            import scipy.sparse  # lazily: ~0.1 s to import; comes with sentence-transformers
+
+            row_ptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(lens, out=row_ptr[1:])
+            by_row = scipy.sparse.csr_matrix(
+                (np.concatenate(self._tfs), np.concatenate(self._terms), row_ptr),
+                shape=(n, len(self._vocab)),
+            )
+            by_term = by_row.tocsc()  # O(nnz) transpose; rows stay sorted within a term
+            indptr = by_term.indptr.astype(np.int64)
+            rows = by_term.indices.astype(np.int32)
+            tfs = by_term.data.astype(np.float32)
+            df = np.diff(indptr)
+            idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
             doclen = self._doclen[:n].astype(np.float64)
-            avgdl = float(doclen.mean())
-            idf = np.log1p((n - df + 0.5) / (df + 0.5))
-            tf = tfs.astype(np.float64)
-            norm = BM25_K1 * (1.0 - BM25_B + BM25_B * doclen[rows] / avgdl)
-            weights = (idf[terms] * tf / (tf + norm)).astype(np.float32)
+            norm = (BM25_K1 * (1.0 - BM25_B + BM25_B * doclen / doclen.mean())).astype(np.float32)
+            weights = tfs / (tfs + norm[rows])
+            weights *= np.repeat(idf, df)
             self._postings = _Postings(indptr=indptr, rows=rows, weights=weights)
         self._bm25_dirty = False
         return self._postings
@@ -497,8 +527,8 @@ class LocalIndex:
         postings = self._ensure_postings()
         if postings is None:
             return []
-        term_ids = [self._vocab[t] for t in tokenize(query) if t in self._vocab]
-        term_ids = [t for t in term_ids if t < postings.n_terms]
+        vocab = self._vocab
+        term_ids = [vocab[t] for t in tokenize(query) if t in vocab]
         if not term_ids:
             return []
         scores = np.zeros(self._n, dtype=np.float32)
@@ -512,7 +542,9 @@ class LocalIndex:
     ) -> list[tuple[int, float]]:
         if self._n == 0:
             return []
-        scores = self._vecs[: self._n] @ q
+        # einsum, not BLAS: a memory-bound matvec gains nothing from BLAS threads, which
+        # stall for ms on a busy machine, and einsum's result does not depend on them.
+        scores = np.einsum("ij,j->i", self._vecs[: self._n], q)
         return self._top_rows(scores, None, doc_ids, k)
 
     def _top_rows(
@@ -537,20 +569,19 @@ class LocalIndex:
             kth = np.partition(sel, rows.size - k)[rows.size - k]
             keep = sel >= kth  # keeps every tie at the threshold, sorted below
             rows, sel = rows[keep], sel[keep]
+        ids = self._ids
         pairs = [(int(r), float(s)) for r, s in zip(rows, sel, strict=True)]
-        pairs.sort(key=lambda p: (-p[1], self._chunks[p[0]].chunk_id))
+        pairs.sort(key=lambda p: (-p[1], ids[p[0]]))
         return pairs[:k]
 
     def _hits(self, rows: list[tuple[int, float]], retriever: Retriever, copy: bool) -> list[Hit]:
-        return [
-            Hit(
-                chunk=self._chunks[r].model_copy(deep=True) if copy else self._chunks[r],
-                score=s,
-                rank=i,
-                retriever=retriever,
-            )
-            for i, (r, s) in enumerate(rows, start=1)
-        ]
+        hits = []
+        for rank, (row, score) in enumerate(rows, start=1):
+            chunk = self._chunk(row)
+            if copy:  # callers may mutate what they get; the index must not change
+                chunk = chunk.model_copy(deep=True)
+            hits.append(Hit(chunk=chunk, score=score, rank=rank, retriever=retriever))
+        return hits
 
     # ------------------------------------------------------------------ persistence
 
@@ -570,8 +601,7 @@ class LocalIndex:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _path(self, kind: str, gen: int) -> Path:
-        ext = "npy" if kind == "vectors" else "jsonl"
-        return self.directory / f"{kind}-{gen:08d}.{ext}"
+        return self.directory / f"{kind}-{gen:08d}.{_EXT[kind]}"
 
     @property
     def _journal(self) -> Path:
@@ -600,23 +630,43 @@ class LocalIndex:
     def _reload(self) -> None:
         """Load meta, snapshot and journal from disk (caller holds a file lock)."""
         meta_sig = _stat_sig(self.directory / _META)
-        meta = self._read_meta()
-        gen = int(meta["generation"])
-        chunks_path, vectors_path = self._path("chunks", gen), self._path("vectors", gen)
-        lines = chunks_path.read_text(encoding="utf-8").splitlines()
-        vecs = np.load(vectors_path)
-        if vecs.shape != (len(lines), self.dim):
+        gen = int(self._read_meta()["generation"])
+        paths = [self._path(kind, gen) for kind in ("chunks", "vectors", "terms")]
+        try:
+            lines = paths[0].read_text(encoding="utf-8").splitlines()
+            vecs = np.load(paths[1])
+            with np.load(paths[2]) as npz:
+                terms = {name: npz[name] for name in _TERMS_ARRAYS}
+            ids, doc_ids = json.loads(terms["ids"].tobytes())
+            vocab: list[str] = json.loads(terms["vocab"].tobytes())
+        except (OSError, ValueError, KeyError) as exc:
+            raise SleuthError(f"{self.directory}: corrupt index ({exc}); rebuild it") from exc
+        n = len(lines)
+        lens = terms["lens"]
+        if vecs.shape != (n, self.dim) or len(ids) != n or len(doc_ids) != n or lens.size != n:
             raise SleuthError(
-                f"{self.directory}: corrupt index: {len(lines)} chunks but vectors of "
-                f"shape {vecs.shape}; rebuild the index"
+                f"{self.directory}: corrupt index: {n} chunks, vectors {vecs.shape}, "
+                f"{len(ids)} ids; rebuild it"
             )
         self._reset_memory()
         self._gen = gen
         self._meta_sig = meta_sig
         self._journal_offset = 0
-        self._snapshot_bytes = chunks_path.stat().st_size + vectors_path.stat().st_size
-        chunks = [Chunk.model_validate_json(line) for line in lines]
-        self._apply_add(chunks, np.asarray(vecs, dtype=np.float32), lines)
+        self._snapshot_bytes = sum(p.stat().st_size for p in paths)
+        self._lines = lines
+        self._parsed = [None] * n
+        self._ids = ids
+        self._row = {cid: i for i, cid in enumerate(ids)}
+        self._vocab = {t: i for i, t in enumerate(vocab)}
+        split = np.cumsum(lens)[:-1] if n else []
+        self._terms = np.split(terms["terms"].astype(np.int32), split) if n else []
+        self._tfs = np.split(terms["tfs"].astype(np.float32), split) if n else []
+        self._reserve(n)
+        self._vecs[:n] = vecs
+        self._doclen[:n] = terms["doclen"]
+        self._codes[:n] = [self._doc_code(d) for d in doc_ids]
+        self._n = n
+        self._bm25_dirty = True
         self._replay_journal()
 
     def _replay_journal(self) -> None:
@@ -658,13 +708,18 @@ class LocalIndex:
 
         Writers call this holding LOCK_EX; readers take LOCK_SH only when something changed.
         """
-        meta_changed = _stat_sig(self.directory / _META) != self._meta_sig
         journal = _stat_sig(self._journal)
-        if meta_changed or (journal is not None and journal[2] != self._journal_offset):
+        stale = (
+            _stat_sig(self.directory / _META) != self._meta_sig
+            or journal is None  # our generation was compacted away
+            or journal[2] != self._journal_offset
+        )
+        if stale:
             with contextlib.nullcontext() if writer else self._flock(exclusive=False):
-                if _stat_sig(self.directory / _META) != self._meta_sig:
+                journal = _stat_sig(self._journal)
+                if _stat_sig(self.directory / _META) != self._meta_sig or journal is None:
                     self._reload()
-                else:
+                elif journal[2] != self._journal_offset:
                     self._replay_journal()
         if writer:
             self._truncate_torn_tail()
@@ -695,7 +750,20 @@ class LocalIndex:
     def _write_snapshot(self, gen: int) -> None:
         """Write generation ``gen`` from memory and commit it via ``meta.json`` (LOCK_EX)."""
         n = self._n
-        lines, vecs = self._lines[:n], self._vecs[:n]
+        lines = self._lines[:n]
+        all_terms = np.concatenate(self._terms) if n else np.zeros(0, dtype=np.int32)
+        used = np.unique(all_terms)  # drop terms only deleted chunks had
+        remap = np.zeros(len(self._vocab), dtype=np.int32)
+        remap[used] = np.arange(used.size, dtype=np.int32)
+        words = list(self._vocab)  # ids were given in insertion order
+        terms = {
+            "lens": np.fromiter((t.size for t in self._terms), dtype=np.int32, count=n),
+            "terms": remap[all_terms],
+            "tfs": np.concatenate(self._tfs) if n else np.zeros(0, dtype=np.float32),
+            "doclen": self._doclen[:n],
+            "ids": _json_array([self._ids, [self._doc_ids[c] for c in self._codes[:n]]]),
+            "vocab": _json_array([words[i] for i in used]),
+        }
 
         def write_chunks(f: Any) -> None:
             for line in lines:
@@ -703,15 +771,14 @@ class LocalIndex:
                 f.write(b"\n")
 
         size = _write_atomic(self._path("chunks", gen), write_chunks)
-        size += _write_atomic(self._path("vectors", gen), lambda f: np.save(f, vecs))
+        size += _write_atomic(self._path("vectors", gen), lambda f: np.save(f, self._vecs[:n]))
+        size += _write_atomic(self._path("terms", gen), lambda f: np.savez(f, **terms))
         _write_atomic(self._path("journal", gen), lambda f: None)
-        meta = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "dim": self.dim,
-            "generation": gen,
-        }
-        _write_atomic(self.directory / _META, lambda f: f.write(json.dumps(meta).encode()))
+        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "dim": self.dim}
+        _write_atomic(
+            self.directory / _META,
+            lambda f: f.write(json.dumps({**meta, "generation": gen}).encode("utf-8")),
+        )
         _fsync_dir(self.directory)
         old = self._gen
         self._gen = gen

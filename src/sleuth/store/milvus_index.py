@@ -10,13 +10,16 @@ One collection per sleuth collection, schema::
     dense      FLOAT_VECTOR(dim), metric IP (vectors are L2-normalised: IP = cosine)
     payload    JSON, the whole Chunk, to rebuild hits
 
-BM25 is computed by Milvus (Robertson & Zaragoza 2009; k1 = 1.5, b = 0.75 as LocalIndex);
-hybrid search is ``hybrid_search`` with ``RRFRanker(60)`` (Cormack et al., SIGIR 2009), the
-same fusion as :func:`sleuth.store.index.rrf_fuse`.
+BM25 is computed by Milvus (Robertson & Zaragoza 2009, with k1 = 1.5, b = 0.75 as in
+LocalIndex; Milvus keeps the (k1 + 1) factor that Lucene drops, so its scores are 2.5 times
+LocalIndex's for the same terms, with the same ranking). Hybrid search is ``hybrid_search``
+with ``RRFRanker(60)`` (Cormack et al., SIGIR 2009), the same fusion as
+:func:`sleuth.store.index.rrf_fuse`.
 
-``uri`` is a server URI (``http://host:19530``) or a Milvus Lite data path ending in
-``.db``. Milvus Lite runs inside this process, and only one process may use a data path at
-a time. Its analyzer ignores the stemmer filter (no stemming), a server stems English.
+``uri`` is a server URI (``http://host:19530``) or a Milvus Lite path ending in ``.db``
+(milvus-lite 3 keeps a directory there). Milvus Lite runs inside this process and only one
+process may use a path at a time; the last open index on a path stops its server when
+closed. Lite's analyzer ignores the stemmer filter (no stemming); a server stems English.
 """
 
 from __future__ import annotations

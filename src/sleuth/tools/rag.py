@@ -159,7 +159,7 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
 
     def list_collections(_: NoArgs, ctx: RunContext) -> ToolResult:
         infos = kb.catalog.list_collections()
-        items = [{"name": c.name, "documents": c.documents, "chunks": c.chunks} for c in infos]
+        items = [{"name": c.name, "documents": c.n_documents, "chunks": c.n_chunks} for c in infos]
         return ToolResult(
             status=f"{len(items)} collections: " + ", ".join(i["name"] for i in items),
             payload={"collections": items, "current": ctx.collection},
