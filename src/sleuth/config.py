@@ -60,6 +60,7 @@ class Settings(BaseSettings):
     )
     llm_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     llm_timeout_s: float = Field(default=120.0, gt=0, description="Per-request LLM timeout")
+    llm_max_tokens: int = Field(default=1024, ge=16, description="Cap on tokens per LLM reply")
     max_iterations: int = Field(default=10, ge=1, description="ReAct loop cap (tool rounds)")
     run_timeout_s: float = Field(default=300.0, gt=0, description="Wall-clock cap of one run")
     top_k: int = Field(default=5, ge=1, le=100, description="Default hits per search")

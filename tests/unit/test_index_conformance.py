@@ -424,8 +424,44 @@ def test_local_bm25_matches_word_forms(tmp_path: Path) -> None:
         assert ids(ix.search_bm25("murdered", 3)) == ["bns_S1#0"]
 
 
-def test_local_bm25_scores_equal_bm25s(tmp_path: Path) -> None:
-    """The vectorised scorer gives bm25s' Lucene BM25 scores (same k1, b, tokens)."""
+def test_local_bm25_rare_repeated_term_beats_common_term(tmp_path: Path) -> None:
+    """idf and term frequency both count: a twice-repeated rare term outranks a common one."""
+    filler = [make_chunk("f", i, f"Lion number {i} rests in the grass.") for i in range(8)]
+    rare = make_chunk("a", 1, "The okapi and the okapi met a lion.")
+    common = make_chunk("b", 1, "A lion, a lion and another lion.")
+    chunks = [*filler, rare, common]
+    with LocalIndex(tmp_path / "ix", DIM) as ix:
+        ix.add(chunks, vectors(chunks))
+        hits = ix.search_bm25("okapi lion", 3)
+        assert_well_formed(hits, "bm25")
+        assert ids(hits)[:2] == [rare.chunk_id, common.chunk_id]
+        once = make_chunk("c", 1, "An okapi met a lion and a zebra.")  # same length, once
+        ix.add([once], vectors([once]))
+        scores = {h.chunk.chunk_id: h.score for h in ix.search_bm25("okapi", 5)}
+        assert set(scores) == {rare.chunk_id, once.chunk_id}
+        assert scores[rare.chunk_id] > scores[once.chunk_id] > 0
+
+
+def test_local_bm25_filter_and_k_beyond_matches(tmp_path: Path) -> None:
+    """The filter applies before bm25s' top-k; zero scores are never returned as hits."""
+    with LocalIndex(tmp_path / "ix", DIM) as ix:
+        ix.add(CORPUS, vectors(CORPUS))
+        # Best overall for this query is outside the filter; k=1 still finds the best inside.
+        assert ids(ix.search_bm25("aardvark burrowing property", 1)) == [AARDVARK]
+        inside = ix.search_bm25("aardvark burrowing property", 1, doc_ids=["crpc"])
+        assert ids(inside) == ["crpc_S1#0"]
+        # k larger than the corpus (bm25s itself refuses that) and than the matches.
+        hits = ix.search_bm25("property", 1000)
+        assert set(ids(hits)) == {"bns_S2#0", "ipc_S2#0", "crpc_S1#0"}
+        assert all(h.score > 0 for h in hits)
+        filtered = ix.search_bm25("property", 1000, doc_ids=["bns", "ipc"])
+        assert set(ids(filtered)) == {"bns_S2#0", "ipc_S2#0"}
+        assert ix.search_bm25("aardvark", 5, doc_ids=["bns"]) == []  # masked, not padded
+
+
+def test_local_bm25_scores_follow_changes(tmp_path: Path) -> None:
+    """After adds, a replacement, a delete, compaction and reopening, the scores are those
+    of a fresh bm25s index (Lucene BM25, same k1, b) over just the live chunks."""
     import bm25s
 
     from sleuth.store.local_index import BM25_B, BM25_K1
@@ -436,19 +472,33 @@ def test_local_bm25_scores_equal_bm25s(tmp_path: Path) -> None:
         make_chunk(f"d{i % 5}", i, " ".join(rng.choice(words, size=int(rng.integers(3, 30)))))
         for i in range(60)
     ]
-    ref = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
-    ref.index([tokenize(c.index_text()) for c in chunks], show_progress=False)
-    with LocalIndex(tmp_path / "ix", DIM) as ix:
-        ix.add(chunks[:40], vectors(chunks[:40]))
-        ix.add(chunks[40:], vectors(chunks[40:]))
-        for query in ["w1", "w2 w3 w3", "w5 w17 w39 nothing", "Section D3"]:
+    replaced = chunks[7].model_copy(update={"text": "w1 w1 w1 unique-term"})
+    live = [replaced if c.chunk_id == replaced.chunk_id else c for c in chunks]
+    live = [c for c in live if c.doc_id != "d3"]
+
+    def check(ix: LocalIndex) -> None:
+        ref = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
+        ref.index([tokenize(c.index_text()) for c in live], show_progress=False)
+        for query in ["w1", "w2 w3 w3", "w5 w17 w39 nothing", "Section D3", "unique-term"]:
             want = ref.get_scores(tokenize(query))
-            hits = ix.search_bm25(query, len(chunks))
-            got = {h.chunk.chunk_id: h.score for h in hits}
-            assert set(got) == {c.chunk_id for c, w in zip(chunks, want, strict=True) if w > 0}
-            for c, w in zip(chunks, want, strict=True):
+            got = {h.chunk.chunk_id: h.score for h in ix.search_bm25(query, len(chunks))}
+            assert set(got) == {c.chunk_id for c, w in zip(live, want, strict=True) if w > 0}
+            for c, w in zip(live, want, strict=True):
                 if w > 0:
                     assert got[c.chunk_id] == pytest.approx(float(w), rel=1e-5)
+
+    path = tmp_path / "ix"
+    with LocalIndex(path, DIM) as ix:
+        ix.add(chunks[:40], vectors(chunks[:40]))
+        ix.search_bm25("w1", 3)  # builds the bm25s index; the next changes must rebuild it
+        ix.add(chunks[40:], vectors(chunks[40:]))
+        ix.add([replaced], vectors([replaced]))
+        assert ix.delete_document("d3") == 12
+        check(ix)
+        ix.compact()  # drops the terms only deleted chunks had: term ids change
+        check(ix)
+    with LocalIndex(path, DIM) as ix:
+        check(ix)
 
 
 def test_local_files_and_dim_mismatch(tmp_path: Path) -> None:

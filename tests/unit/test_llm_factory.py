@@ -199,6 +199,7 @@ def test_openai_compatible_server_gets_base_url_and_placeholder_key(
         llm_base_url="http://127.0.0.1:8080/v1",
         llm_temperature=0.3,
         llm_timeout_s=7.0,
+        llm_max_tokens=200,
     )
     model = make_chat_model(settings)
     assert isinstance(model, testing.ScriptedChatModel)
@@ -209,6 +210,8 @@ def test_openai_compatible_server_gets_base_url_and_placeholder_key(
         "api_key": "sk-no-key",
         "temperature": 0.3,
         "timeout": 7.0,
+        "max_tokens": 200,
+        "extra_body": {"max_tokens": 200},
     }
 
 

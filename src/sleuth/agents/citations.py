@@ -18,6 +18,7 @@ from sleuth.types import Chunk
 _MARKER = re.compile(
     r"\[(?:sources?:\s*)?([A-Za-z0-9_.#:-]+(?:\s*[,;]\s*[A-Za-z0-9_.#:-]+)*)\]", re.I
 )
+_TOOL_PREFIX = re.compile(r"^\s*functions\.\w+\s*:?\s*$", re.M)
 _RAW_REACT = re.compile(
     r"^\s*(thought|action|action input|observation|final answer)\s*:\s*", re.I | re.M
 )
@@ -52,9 +53,10 @@ def _strip_markers(text: str, invalid: set[str]) -> str:
 
 
 def clean_answer_text(text: str) -> str:
-    """Remove raw ReAct scaffolding ("Thought:", "Action:" lines) from a model's answer."""
+    """Remove raw ReAct scaffolding ("Thought:", "Action:" lines, bare "functions.name:"
+    tool prefixes some servers leak) from a model's answer."""
     lines = []
-    for line in text.splitlines():
+    for line in _TOOL_PREFIX.sub("", text).splitlines():
         match = _RAW_REACT.match(line)
         if match and match.group(1).lower() in ("thought", "action", "action input", "observation"):
             continue

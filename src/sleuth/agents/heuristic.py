@@ -23,6 +23,8 @@ ANSWERABLE_COVERAGE = 0.5
 """Below this share, in the best section, the answer is 'insufficient context'."""
 READ_PER_STEP = 2
 MAX_SENTENCES = 3
+LONG_SENTENCE_PENALTY = 0.05
+"""Score lost per word beyond 40: prefer a short sentence that states the point."""
 
 
 def _section_text(chunks: list[Chunk]) -> str:
@@ -75,14 +77,18 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
             shared = q_terms & set(terms(sentence))
             if not shared:
                 continue
-            score = len(shared) + 0.5 * len(q_terms & title_terms) - 0.3 * s_rank
+            length_penalty = LONG_SENTENCE_PENALTY * max(0, len(sentence.split()) - 40)
+            score = len(shared) + 0.5 * len(q_terms & title_terms) - 0.3 * s_rank - length_penalty
             candidates.append((score, s_rank, position, sid, sentence))
     candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
     picked: list[tuple[int, int, str, str]] = []
     per_section: dict[str, int] = {}
+    seen: set[str] = set()
     for _, s_rank, position, sid, sentence in candidates:
-        if per_section.get(sid, 0) >= 2:
+        key = " ".join(sentence.lower().split())
+        if per_section.get(sid, 0) >= 2 or key in seen:
             continue
+        seen.add(key)
         per_section[sid] = per_section.get(sid, 0) + 1
         picked.append((s_rank, position, sid, sentence))
         if len(picked) == MAX_SENTENCES:

@@ -89,12 +89,18 @@ class LLMReasoner:
         return [SystemMessage(system), HumanMessage(state.original_query), *state.messages]
 
     def decide(self, state: AgentState, ctx: RunContext, tools: ToolRegistry) -> Decision:
-        bound = self.model.bind_tools([*tools.specs(), final_answer_spec()])
+        # the first step always searches: the agent looks at the evidence before answering
+        # (small models otherwise answer from memory); later steps are the model's choice
+        first = not ctx.searches and "rag_search" in tools
+        bound = self.model.bind_tools(
+            [*tools.specs(), final_answer_spec()],
+            tool_choice="rag_search" if first else "auto",
+        )
         reply = bound.invoke(self._prompt(state))
         if not isinstance(reply, AIMessage):
             reply = AIMessage(content=str(reply.content))
         ctx.add_usage(dict(reply.usage_metadata or {}))
-        thought = clean_answer_text(_text(reply.content)) or "(no thought given)"
+        thought = clean_answer_text(_text(reply.content))
         errors: list[str] = []
         feedback: list[BaseMessage] = []
         calls: list[ToolCallRequest] = []
@@ -130,13 +136,20 @@ class LLMReasoner:
                 )
         if draft is not None:
             return Decision(thought=thought, draft=draft, message=reply)
+        if calls and not _text(reply.content).strip():
+            # some OpenAI-compatible servers reject an assistant turn with null content
+            reply = reply.model_copy(update={"content": thought_for(calls)})
         if not reply.tool_calls and not reply.invalid_tool_calls:
             draft = draft_from_text(_text(reply.content))
             if draft is not None:
                 return Decision(thought="I have the answer.", draft=draft, message=reply)
             reject(f"Error: empty reply. Call a tool or {FINAL_TOOL}. {FIX_HINT}", None, None)
         return Decision(
-            thought=thought, tool_calls=calls, errors=errors, message=reply, feedback=feedback
+            thought=thought or (thought_for(calls) if calls else "The reply was not usable."),
+            tool_calls=calls,
+            errors=errors,
+            message=reply,
+            feedback=feedback,
         )
 
     def conclude(self, state: AgentState, ctx: RunContext, reason: RunStatus) -> AnswerDraft:
@@ -151,6 +164,11 @@ class LLMReasoner:
         except Exception:
             draft = None
         return draft or compose_answer(state.original_query, ctx)
+
+
+def thought_for(calls: list[ToolCallRequest]) -> str:
+    """A one-line description of tool calls, used when the model gave no thought."""
+    return "Calling " + ", ".join(f"{c.name}({json.dumps(c.arguments)})" for c in calls) + "."
 
 
 def _text(content: Any) -> str:

@@ -138,13 +138,19 @@ def _check_requests_allowed(spec: LLMSpec) -> None:
 
 
 def _provider_kwargs(spec: LLMSpec, settings: Settings) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"temperature": settings.llm_temperature}
+    kwargs: dict[str, Any] = {
+        "temperature": settings.llm_temperature,
+        "max_tokens": settings.llm_max_tokens,
+    }
     base_url = settings.llm_base_url
     api_key = settings.llm_api_key
     if spec.provider == "openai":
         kwargs["timeout"] = settings.llm_timeout_s
         if base_url:
             kwargs["base_url"] = base_url
+            # OpenAI-compatible servers (llama.cpp, vLLM) read max_tokens, not the newer
+            # max_completion_tokens that ChatOpenAI sends
+            kwargs["extra_body"] = {"max_tokens": settings.llm_max_tokens}
         if api_key:
             kwargs["api_key"] = api_key
         elif base_url and not os.environ.get("OPENAI_API_KEY"):
@@ -156,6 +162,7 @@ def _provider_kwargs(spec: LLMSpec, settings: Settings) -> dict[str, Any]:
         if api_key:
             kwargs["api_key"] = api_key
     elif spec.provider == "ollama":
+        kwargs["num_predict"] = kwargs.pop("max_tokens")
         kwargs["client_kwargs"] = {"timeout": settings.llm_timeout_s}
         if base_url:
             kwargs["base_url"] = base_url

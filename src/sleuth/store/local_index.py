@@ -1,17 +1,11 @@
-"""The embedded index: BM25 and exact dense search with numpy.
+"""The embedded index: BM25 (bm25s) and exact dense search with numpy.
 
-BM25 is Okapi BM25 as in Lucene (Robertson & Zaragoza 2009, 'The Probabilistic Relevance
-Framework: BM25 and Beyond'; the Lucene variant compared by Kamphuis et al., ECIR 2020),
-i.e. the ``method="lucene"`` scorer of bm25s, with k1 = 1.5, b = 0.75::
-
-    score(q, d) = Σ_{t in q} idf(t) · tf(t, d) / (tf(t, d) + k1 · (1 - b + b · |d| / avgdl))
-    idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
-
-over ``Chunk.index_text()`` tokenised by :func:`tokenize` (bm25s' English stopwords,
-PyStemmer's English stemmer). Term counts are computed once per chunk, when it is added,
-and persisted; the inverted index (postings with precomputed weights) is rebuilt lazily and
-vectorised on the first BM25 search after a change (~0.1-0.3 s for 20k chunks, where
-``bm25s.BM25.index`` takes ~1.5 s). The unit tests check the scores against bm25s.
+BM25 is computed by the bm25s library (``bm25s.BM25``, ``method="lucene"``, k1 = 1.5,
+b = 0.75: Okapi BM25 as in Lucene, Kamphuis et al., ECIR 2020) over ``Chunk.index_text()``
+tokenised by :func:`tokenize` (bm25s' English stopwords, PyStemmer's English stemmer).
+Term counts are computed once per chunk, when it is added, and persisted; bm25s has no
+incremental updates, so its index is rebuilt from those counts (token ids, no re-tokenising)
+on the first BM25 search after a change: ~1 s for 20k chunks of ~120 words.
 
 Dense search is an exact dot product against a float32 matrix of L2-normalised vectors
 (dot = cosine). Hybrid search fuses the two rankings with Reciprocal Rank Fusion
@@ -46,13 +40,14 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import bm25s
 import numpy as np
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
+from bm25s.tokenization import Tokenized
 
 from sleuth.errors import ConfigError, EmbeddingModelMismatch, SleuthError
 from sleuth.store.index import rrf_fuse
@@ -103,22 +98,6 @@ def tokenize(text: str) -> list[str]:
                 cache.clear()
             cache.update(zip(missing, _stemmer.stemWords(missing), strict=True))
         return [cache[w] for w in words]
-
-
-@dataclass(frozen=True)
-class _Postings:
-    """Inverted index: the postings of term t are ``rows/weights[indptr[t]:indptr[t + 1]]``.
-
-    ``weights`` are whole BM25 term scores idf(t) · tf-part(t, d), float32.
-    """
-
-    indptr: np.ndarray  # (n_terms + 1,) int64
-    rows: np.ndarray  # (n_postings,) int32
-    weights: np.ndarray  # (n_postings,) float32
-
-    @property
-    def n_terms(self) -> int:
-        return self.indptr.size - 1
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -201,7 +180,7 @@ class LocalIndex:
     def add(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         """Insert chunks with their vectors; a chunk whose ``chunk_id`` exists replaces it.
 
-        Nothing is re-embedded; BM25 postings are rebuilt lazily on the next BM25 search.
+        Nothing is re-embedded; the BM25 index is rebuilt lazily on the next BM25 search.
 
         Args:
             chunks: the chunks; a repeated ``chunk_id`` in one call keeps the last one.
@@ -266,8 +245,9 @@ class LocalIndex:
             doc_ids: if given, only chunks of these documents are ranked (filter first).
 
         Returns:
-            Up to ``k`` hits with a positive BM25 score, best first, ties broken by
-            ``chunk_id``; ``[]`` if the index is empty or the query has no indexed term
+            Up to ``k`` hits with a positive BM25 score, best first, equal scores ordered
+            by ``chunk_id`` (which of several chunks tied at the k-th place is kept is up
+            to bm25s' top-k); ``[]`` if the index is empty or the query has no indexed term
             (e.g. only stopwords).
 
         Raises:
@@ -386,7 +366,7 @@ class LocalIndex:
         self._doc_ids: list[str] = []  # doc_id of each code
         self._code_of: dict[str, int] = {}  # doc_id -> code
         self._n = 0
-        self._postings: _Postings | None = None
+        self._bm25: bm25s.BM25 | None = None  # built from _terms/_tfs when dirty
         self._bm25_dirty = True
 
     def _chunk(self, row: int) -> Chunk:
@@ -490,52 +470,57 @@ class LocalIndex:
         codes = [self._code_of[d] for d in set(doc_ids) if d in self._code_of]
         return np.isin(self._codes[: self._n], np.asarray(codes, dtype=np.int32))
 
-    def _ensure_postings(self) -> _Postings | None:
-        """(Re)build the inverted index if chunks changed since the last build."""
+    def _ensure_bm25(self) -> bm25s.BM25 | None:
+        """(Re)build the bm25s index if chunks changed since the last build."""
         if not self._bm25_dirty:
-            return self._postings
+            return self._bm25
         n = self._n
-        lens = np.fromiter((t.size for t in self._terms), dtype=np.int64, count=n)
-        if n == 0 or not lens.any():
-            self._postings = None
-        else:
-            import scipy.sparse  # lazily: ~0.1 s to import; comes with sentence-transformers
-
-            row_ptr = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(lens, out=row_ptr[1:])
-            by_row = scipy.sparse.csr_matrix(
-                (np.concatenate(self._tfs), np.concatenate(self._terms), row_ptr),
-                shape=(n, len(self._vocab)),
-            )
-            by_term = by_row.tocsc()  # O(nnz) transpose; rows stay sorted within a term
-            indptr = by_term.indptr.astype(np.int64)
-            rows = by_term.indices.astype(np.int32)
-            tfs = by_term.data.astype(np.float32)
-            df = np.diff(indptr)
-            idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
-            doclen = self._doclen[:n].astype(np.float64)
-            norm = (BM25_K1 * (1.0 - BM25_B + BM25_B * doclen / doclen.mean())).astype(np.float32)
-            weights = tfs / (tfs + norm[rows])
-            weights *= np.repeat(idf, df)
-            self._postings = _Postings(indptr=indptr, rows=rows, weights=weights)
+        lens = self._doclen[:n].astype(np.int64)  # tokens per row (sum of its counts)
+        self._bm25 = None
+        if n and lens.any():
+            # bm25s takes token-id lists (it counts repeats itself): expand the counts.
+            tokens = np.repeat(
+                np.concatenate(self._terms), np.concatenate(self._tfs).astype(np.int64)
+            ).tolist()
+            corpus, start = [], 0
+            for end in np.cumsum(lens).tolist():
+                corpus.append(tokens[start:end])
+                start = end
+            bm25 = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene", csc_backend="scipy")
+            # A copy of the vocabulary: ours grows on add, the built index's must not.
+            tokenized = Tokenized(ids=corpus, vocab=dict(self._vocab))
+            bm25.index(tokenized, create_empty_token=False, show_progress=False)
+            self._bm25 = bm25
         self._bm25_dirty = False
-        return self._postings
+        return self._bm25
 
     def _bm25_rows(
         self, query: str, k: int, doc_ids: Sequence[str] | None
     ) -> list[tuple[int, float]]:
-        postings = self._ensure_postings()
-        if postings is None:
+        bm25 = self._ensure_bm25()
+        if bm25 is None:
             return []
-        vocab = self._vocab
+        vocab = bm25.vocab_dict
+        # A repeated query term counts again (bm25s sums over the query's token ids).
         term_ids = [vocab[t] for t in tokenize(query) if t in vocab]
         if not term_ids:
             return []
-        scores = np.zeros(self._n, dtype=np.float32)
-        for t in term_ids:  # a repeated query term counts again (query term frequency)
-            lo, hi = postings.indptr[t], postings.indptr[t + 1]
-            scores[postings.rows[lo:hi]] += postings.weights[lo:hi]  # rows distinct per term
-        return self._top_rows(scores, scores > 0, doc_ids, k)
+        allowed = self._allowed(doc_ids)
+        if allowed is not None and not allowed.any():
+            return []
+        rows, scores = bm25.retrieve(
+            [term_ids],
+            k=min(k, self._n),  # bm25s refuses k > number of documents
+            show_progress=False,
+            n_threads=0,  # in this thread: no pool
+            backend_selection="numpy",
+            weight_mask=None if allowed is None else allowed.astype(np.float32),
+        )
+        ids = self._ids
+        # bm25s pads with zero scores (no query term, or masked out by the filter).
+        pairs = [(int(r), float(s)) for r, s in zip(rows[0], scores[0], strict=True) if s > 0]
+        pairs.sort(key=lambda p: (-p[1], ids[p[0]]))
+        return pairs
 
     def _dense_rows(
         self, q: np.ndarray, k: int, doc_ids: Sequence[str] | None
@@ -545,19 +530,13 @@ class LocalIndex:
         # einsum, not BLAS: a memory-bound matvec gains nothing from BLAS threads, which
         # stall for ms on a busy machine, and einsum's result does not depend on them.
         scores = np.einsum("ij,j->i", self._vecs[: self._n], q)
-        return self._top_rows(scores, None, doc_ids, k)
+        return self._top_rows(scores, doc_ids, k)
 
     def _top_rows(
-        self,
-        scores: np.ndarray,
-        valid: np.ndarray | None,
-        doc_ids: Sequence[str] | None,
-        k: int,
+        self, scores: np.ndarray, doc_ids: Sequence[str] | None, k: int
     ) -> list[tuple[int, float]]:
-        """Rows of the k best scores among valid, allowed rows; ties by ``chunk_id``."""
+        """Rows of the k best finite scores among allowed rows; ties by ``chunk_id``."""
         mask = np.isfinite(scores)
-        if valid is not None:
-            mask &= valid
         allowed = self._allowed(doc_ids)
         if allowed is not None:
             mask &= allowed
