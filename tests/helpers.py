@@ -50,14 +50,19 @@ def make_service(
     sections: dict[str, tuple[str, str]] | None = None,
     reasoner: Reasoner | None = None,
     collection: str = "test",
+    index_backend: str = "local",
 ) -> AgentService:
     """An AgentService over a one-document collection, indexed with ``HashingEmbedder``."""
     embedder = HashingEmbedder()
-    settings = Settings(data_dir=tmp_path, embedding_model=embedder.name)
+    settings = Settings(
+        data_dir=tmp_path, embedding_model=embedder.name, index_backend=index_backend
+    )
     catalog = Catalog(settings.catalog_url)
     kb = KnowledgeBase(settings, catalog, embedder=embedder)
     pipeline = IngestPipeline(
         settings, catalog, index_opener=lambda _s, c, _d: kb.index(c), embedder=embedder
     )
     pipeline.ingest_documents([make_document(sections or STATUTE_SECTIONS)], collection)
-    return AgentService(settings, kb, reasoner=reasoner)
+    service = AgentService(settings, kb, reasoner=reasoner)
+    service.pipeline = pipeline  # type: ignore[attr-defined]  # for tests that add or delete
+    return service
