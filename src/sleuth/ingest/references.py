@@ -115,6 +115,41 @@ def resolve_references(chunks: list[Chunk]) -> None:
         chunk.references = refs
 
 
+def resolve_query_references(query: str, sections: list[Chunk]) -> list[str]:
+    """The ``source_id`` s a query names explicitly, in order of mention.
+
+    Same rules as :func:`resolve_references`, for text that belongs to no document: a
+    ``section N`` that names no act matches section N of every act/document of the
+    collection (document order); ``section N of the <Act>`` matches that act only.
+
+    Args:
+        query: a search query or question, e.g. ``"What does Section 26 of the Bharatiya
+            Nagarik Suraksha Sanhita, 2023 say?"``.
+        sections: one chunk per section of the collection (text may be empty), e.g.
+            ``Catalog.section_stubs(collection)``.
+
+    Returns:
+        The named sections' ids (``["BNSS_S26"]``), without duplicates; ``[]`` when the query
+        names none.
+    """
+    found = list(_find(query))
+    if not found:
+        return []
+    index = _Index(sections)
+    probe = Chunk(chunk_id="", source_id="", doc_id="", title_path=[], text="", position=0)
+    named: dict[str, None] = {}
+    for ref in found:
+        if ref.kind == "number" and ref.act is None:
+            for (_, number), sid in index.numbers.items():
+                if number == ref.key:
+                    named.setdefault(sid, None)
+            continue
+        target = index.resolve(ref, probe)
+        if target:
+            named.setdefault(target, None)
+    return list(named)
+
+
 def title_key(title: str) -> str:
     """Normalised form of a section title for matching: numbering, case, punctuation removed.
 

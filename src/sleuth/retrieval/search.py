@@ -12,6 +12,7 @@ from typing import Literal
 
 from sleuth.config import Settings
 from sleuth.errors import EmbeddingModelMismatch, UserError
+from sleuth.ingest.references import extract_references, resolve_query_references
 from sleuth.retrieval.embeddings import Embedder, get_embedder
 from sleuth.store.catalog import Catalog
 from sleuth.store.factory import open_index
@@ -20,6 +21,8 @@ from sleuth.types import Chunk, Hit
 
 SearchMode = Literal["hybrid", "bm25", "dense"]
 IndexOpener = Callable[[Settings, str, int], Index]
+MAX_NAMED_SECTIONS = 5
+"""At most this many explicitly named sections are put ahead of a hybrid ranking."""
 
 
 class KnowledgeBase:
@@ -102,14 +105,46 @@ class KnowledgeBase:
         mode: SearchMode = "hybrid",
         doc_ids: list[str] | None = None,
     ) -> list[Hit]:
-        """Top-``k`` chunks for ``query`` (BM25, dense or RRF hybrid)."""
+        """Top-``k`` chunks for ``query``: BM25, dense, or hybrid.
+
+        Hybrid is RRF fusion of BM25 and dense (see :func:`sleuth.store.index.rrf_fuse`),
+        preceded by the sections the query names explicitly ("section 26 of the Bharatiya
+        Nagarik Suraksha Sanhita", "See section Naming and binding"): a user who names a
+        section wants that section, which neither ranking reliably puts first. Those hits
+        carry score 1.0 (above any RRF score, which is at most 2/61).
+        """
         index = self.index(collection)
         if mode == "bm25":
             return index.search_bm25(query, k, doc_ids)
         vector = self.embedder.embed([query])[0]
         if mode == "dense":
             return index.search_dense(vector, k, doc_ids)
-        return index.search_hybrid(query, vector, k, doc_ids)
+        fused = index.search_hybrid(query, vector, k, doc_ids)
+        named = self._named_sections(collection, query, doc_ids)
+        if not named:
+            return fused
+        pinned = {c.source_id for c in named}
+        kept = [h for h in fused if h.chunk.source_id not in pinned]
+        rest = [h.chunk for h in kept]
+        scores = [1.0] * len(named) + [h.score for h in kept]
+        return [
+            Hit(chunk=chunk, score=score, rank=rank, retriever="hybrid")
+            for rank, (chunk, score) in enumerate(zip([*named, *rest], scores, strict=True), 1)
+        ][:k]
+
+    def _named_sections(
+        self, collection: str, query: str, doc_ids: list[str] | None
+    ) -> list[Chunk]:
+        """First chunk of each section the query names (``[]`` for most queries: cheap)."""
+        if not extract_references(query):
+            return []
+        stubs = self.catalog.section_stubs(collection)
+        named = []
+        for sid in resolve_query_references(query, stubs)[:MAX_NAMED_SECTIONS]:
+            chunks = self.catalog.chunks_for_source(collection, sid)
+            if chunks and (doc_ids is None or chunks[0].doc_id in doc_ids):
+                named.append(chunks[0])
+        return named
 
     def section(self, collection: str, source_id: str) -> list[Chunk]:
         """Every chunk of a section, in order; ``[]`` when the id is unknown."""
