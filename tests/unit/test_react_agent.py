@@ -213,3 +213,13 @@ def test_heuristic_agent_on_the_milvus_backend(tmp_path):
     assert response.status == RunStatus.COMPLETED
     assert response.answer.citations[0].source_id == "BNS_S103"
     service.kb.close()
+
+
+def test_heuristic_answers_from_the_section_the_question_names(tmp_path):
+    # BNS_S103 mentions "section 101" and shares more words with the question than S101
+    service = make_service(tmp_path)
+    response = service.execute_agentic_search(
+        "Explain section 101 on murder and punishment in simple terms", "test"
+    )
+    assert response.tool_calls[0]["arguments"]["query"].startswith("Explain section 101")
+    assert response.answer.citations[0].source_id == "BNS_S101"

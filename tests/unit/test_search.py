@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sleuth.ingest.references import resolve_query_references
+from sleuth.ingest.references import SectionLookup
 from sleuth.types import Chunk
 from tests.helpers import make_document, make_service
 
@@ -28,17 +28,20 @@ STUBS = [
 
 def test_query_naming_an_act_resolves_to_that_act_only() -> None:
     query = "What does Section 26 of The Bharatiya Nagarik Suraksha Sanhita, 2023 say?"
-    assert resolve_query_references(query, STUBS) == ["BNSS_S26"]
+    assert SectionLookup(STUBS).named_in(query) == ["BNSS_S26"]
 
 
-def test_bare_section_number_matches_every_act_having_it() -> None:
-    assert resolve_query_references("explain section 26", STUBS) == ["BNS_S26", "BNSS_S26"]
-    assert resolve_query_references("what is section 999?", STUBS) == []
+def test_bare_section_number_is_taken_only_when_one_act_has_it() -> None:
+    lookup = SectionLookup(STUBS)
+    assert lookup.named_in("explain section 26") == []  # BNS and BNSS both have one
+    assert lookup.named_in("explain section 103") == ["BNS_S103"]
+    assert lookup.named_in("what is section 999?") == []
 
 
 def test_title_reference_and_plain_questions() -> None:
-    assert resolve_query_references("See section Naming and binding", STUBS) == ["pyref_naming"]
-    assert resolve_query_references("What is the punishment for murder?", STUBS) == []
+    lookup = SectionLookup(STUBS)
+    assert lookup.named_in("See section Naming and binding") == ["pyref_naming"]
+    assert lookup.named_in("What is the punishment for murder?") == []
 
 
 def test_hybrid_search_puts_the_named_section_first(tmp_path) -> None:
@@ -57,10 +60,14 @@ def test_hybrid_search_puts_the_named_section_first(tmp_path) -> None:
     assert bm25 == kb.index("test").search_bm25(query, 3)
 
 
-def test_named_section_respects_the_document_filter(tmp_path) -> None:
+def test_named_section_respects_the_document_filter_and_new_documents(tmp_path) -> None:
     service = make_service(tmp_path)
+    query = "section 303 of the Indian Penal Code"
+    assert service.kb.search("test", query, k=5)[0].score < 1.0  # no IPC document yet
     other = {"IPC_S303": ("Old theft.", "Old law on theft of movable property.")}
     service.pipeline.ingest_documents([make_document(other, doc_id="IPC")], "test")
-    hits = service.kb.search("test", "section 303", k=5, doc_ids=["IPC"])
+    hits = service.kb.search("test", query, k=5, doc_ids=["IPC"])
     assert {h.chunk.doc_id for h in hits} == {"IPC"}
     assert hits[0].chunk.source_id == "IPC_S303"
+    assert hits[0].score == 1.0  # the cached section lookup saw the new document
+    assert service.kb.search("test", query, k=5, doc_ids=["BNS"])[0].chunk.doc_id == "BNS"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
+from sleuth.ingest.references import extract_references
 from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import coverage, key_phrase, sentences, terms
 from sleuth.tools.base import RunContext, ToolRegistry
@@ -31,18 +32,27 @@ def _section_text(chunks: list[Chunk]) -> str:
     return f"{chunks[0].heading}\n{join_parts(chunks)}"
 
 
+def _named_numbers(question: str) -> set[str]:
+    """Section numbers the question names ("section 319 of ..." → {"319"})."""
+    refs = (ref.split() for ref in extract_references(question))
+    return {words[1] for words in refs if len(words) > 1 and words[1][0].isdigit()}
+
+
 def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
     """Retrieved sections ranked for answering ``question``: (source_id, coverage).
 
     Score = coverage of the question's terms by the section (title + text), plus half the
-    coverage by its title alone, minus 0.02 per place in retrieval order (earlier is better).
+    coverage by its title alone, plus 1 when the question names the section by number,
+    minus 0.02 per place in retrieval order (earlier is better).
     """
     q_terms = set(terms(question))
+    numbers = _named_numbers(question)
     scored = []
     for order, (sid, chunks) in enumerate(ctx.retrieved.items()):
         full = coverage(q_terms, _section_text(chunks))
         title = coverage(q_terms, chunks[0].heading) if q_terms else 0.0
-        scored.append((sid, full, full + 0.5 * title - 0.02 * order))
+        named = 1.0 if "_S" in sid and sid.rsplit("_S", 1)[-1] in numbers else 0.0
+        scored.append((sid, full, full + 0.5 * title + named - 0.02 * order))
     scored.sort(key=lambda item: -item[2])
     return [(sid, full) for sid, full, _ in scored]
 
@@ -120,7 +130,9 @@ class HeuristicReasoner:
         question = state.original_query
         step = state.iteration_count
         if not ctx.searches:
-            query = key_phrase(question)
+            # a question naming a section is searched as written, so "section 26 of the
+            # <Act>" reaches the explicit-reference lookup intact
+            query = question if extract_references(question) else key_phrase(question)
             return self._call(
                 f"I will search the knowledge base for the key phrase '{query}'.",
                 step,

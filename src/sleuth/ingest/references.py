@@ -115,39 +115,44 @@ def resolve_references(chunks: list[Chunk]) -> None:
         chunk.references = refs
 
 
-def resolve_query_references(query: str, sections: list[Chunk]) -> list[str]:
-    """The ``source_id`` s a query names explicitly, in order of mention.
+class SectionLookup:
+    """Finds the sections a free text (a query or question) names explicitly.
 
-    Same rules as :func:`resolve_references`, for text that belongs to no document: a
-    ``section N`` that names no act matches section N of every act/document of the
-    collection (document order); ``section N of the <Act>`` matches that act only.
+    Same rules as :func:`resolve_references`, for text that belongs to no document. A
+    ``section N`` that names no act is taken only when exactly one act/document of the
+    collection has a section N (otherwise it is ambiguous and ignored); ``section N of the
+    <Act>`` matches that act's section.
 
     Args:
-        query: a search query or question, e.g. ``"What does Section 26 of the Bharatiya
-            Nagarik Suraksha Sanhita, 2023 say?"``.
         sections: one chunk per section of the collection (text may be empty), e.g.
-            ``Catalog.section_stubs(collection)``.
-
-    Returns:
-        The named sections' ids (``["BNSS_S26"]``), without duplicates; ``[]`` when the query
-        names none.
+            ``Catalog.section_stubs(collection)``. Build once, query many times.
     """
-    found = list(_find(query))
-    if not found:
-        return []
-    index = _Index(sections)
-    probe = Chunk(chunk_id="", source_id="", doc_id="", title_path=[], text="", position=0)
-    named: dict[str, None] = {}
-    for ref in found:
-        if ref.kind == "number" and ref.act is None:
-            for (_, number), sid in index.numbers.items():
-                if number == ref.key:
-                    named.setdefault(sid, None)
-            continue
-        target = index.resolve(ref, probe)
-        if target:
-            named.setdefault(target, None)
-    return list(named)
+
+    def __init__(self, sections: list[Chunk]) -> None:
+        self._index = _Index(sections)
+        self._by_number: dict[str, list[str]] = {}
+        for (_, number), sid in self._index.numbers.items():
+            self._by_number.setdefault(number, []).append(sid)
+        self._probe = Chunk(
+            chunk_id="", source_id="", doc_id="", title_path=[], text="", position=0
+        )
+
+    def named_in(self, text: str) -> list[str]:
+        """The ``source_id`` s ``text`` names, in order of mention, without duplicates.
+
+        ``"What does Section 26 of the Bharatiya Nagarik Suraksha Sanhita, 2023 say?"`` gives
+        ``["BNSS_S26"]``; a text naming no section gives ``[]``.
+        """
+        named: dict[str, None] = {}
+        for ref in _find(text):
+            if ref.kind == "number" and ref.act is None:
+                candidates = self._by_number.get(ref.key, [])
+                target = candidates[0] if len(candidates) == 1 else None
+            else:
+                target = self._index.resolve(ref, self._probe)
+            if target:
+                named.setdefault(target, None)
+        return list(named)
 
 
 def title_key(title: str) -> str:

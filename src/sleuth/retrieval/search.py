@@ -12,7 +12,7 @@ from typing import Literal
 
 from sleuth.config import Settings
 from sleuth.errors import EmbeddingModelMismatch, UserError
-from sleuth.ingest.references import extract_references, resolve_query_references
+from sleuth.ingest.references import SectionLookup, extract_references
 from sleuth.retrieval.embeddings import Embedder, get_embedder
 from sleuth.store.catalog import Catalog
 from sleuth.store.factory import open_index
@@ -47,6 +47,7 @@ class KnowledgeBase:
         self._embedder = embedder
         self._index_opener = index_opener
         self._indexes: dict[str, Index] = {}
+        self._lookups: dict[str, tuple[tuple[int, int, str], SectionLookup]] = {}
         self._lock = threading.RLock()
 
     @property
@@ -132,15 +133,26 @@ class KnowledgeBase:
             for rank, (chunk, score) in enumerate(zip([*named, *rest], scores, strict=True), 1)
         ][:k]
 
+    def _section_lookup(self, collection: str) -> SectionLookup:
+        """The collection's section lookup, rebuilt only when its documents changed."""
+        version = self.catalog.collection_version(collection)
+        with self._lock:
+            cached = self._lookups.get(collection)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+        lookup = SectionLookup(self.catalog.section_stubs(collection))
+        with self._lock:
+            self._lookups[collection] = (version, lookup)
+        return lookup
+
     def _named_sections(
         self, collection: str, query: str, doc_ids: list[str] | None
     ) -> list[Chunk]:
         """First chunk of each section the query names (``[]`` for most queries: cheap)."""
         if not extract_references(query):
             return []
-        stubs = self.catalog.section_stubs(collection)
         named = []
-        for sid in resolve_query_references(query, stubs)[:MAX_NAMED_SECTIONS]:
+        for sid in self._section_lookup(collection).named_in(query)[:MAX_NAMED_SECTIONS]:
             chunks = self.catalog.chunks_for_source(collection, sid)
             if chunks and (doc_ids is None or chunks[0].doc_id in doc_ids):
                 named.append(chunks[0])

@@ -521,6 +521,18 @@ class Catalog:
             )
             return None if row is None else _doc_from_row(row)
 
+    def collection_version(self, collection: str) -> tuple[int, int, str]:
+        """A cheap token that changes whenever a document of ``collection`` is added, replaced
+        or deleted: (documents, chunks, latest update). Used to invalidate caches."""
+        stmt = select(
+            func.count(_DocumentRow.doc_id),
+            func.coalesce(func.sum(_DocumentRow.n_chunks), 0),
+            func.max(_DocumentRow.updated_at),
+        ).where(_DocumentRow.collection == collection)
+        with self._session() as session:
+            n_docs, n_chunks, latest = session.execute(stmt).one()
+        return int(n_docs), int(n_chunks), str(latest)
+
     def list_documents(self, collection: str) -> list[DocumentInfo]:
         """Every document record of the collection (any status), by doc_id."""
         with self._session() as session:
