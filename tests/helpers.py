@@ -5,12 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from sleuth.agents.reasoner import Reasoner
+from sleuth.app import Sleuth
 from sleuth.config import Settings
-from sleuth.ingest.pipeline import IngestPipeline
 from sleuth.retrieval.embeddings import HashingEmbedder
-from sleuth.retrieval.search import KnowledgeBase
 from sleuth.service import AgentService
-from sleuth.store.catalog import Catalog
 from sleuth.types import Document, Section
 
 STATUTE_SECTIONS = {
@@ -45,6 +43,23 @@ def make_document(
     )
 
 
+def make_app(
+    tmp_path: Path,
+    sections: dict[str, tuple[str, str]] | None = None,
+    reasoner: Reasoner | None = None,
+    collection: str = "test",
+    index_backend: str = "local",
+) -> Sleuth:
+    """A sleuth app over a one-document collection, indexed with ``HashingEmbedder``."""
+    embedder = HashingEmbedder()
+    settings = Settings(
+        data_dir=tmp_path, embedding_model=embedder.name, index_backend=index_backend
+    )
+    app = Sleuth(settings, embedder=embedder, reasoner=reasoner)
+    app.pipeline.ingest_documents([make_document(sections or STATUTE_SECTIONS)], collection)
+    return app
+
+
 def make_service(
     tmp_path: Path,
     sections: dict[str, tuple[str, str]] | None = None,
@@ -52,17 +67,5 @@ def make_service(
     collection: str = "test",
     index_backend: str = "local",
 ) -> AgentService:
-    """An AgentService over a one-document collection, indexed with ``HashingEmbedder``."""
-    embedder = HashingEmbedder()
-    settings = Settings(
-        data_dir=tmp_path, embedding_model=embedder.name, index_backend=index_backend
-    )
-    catalog = Catalog(settings.catalog_url)
-    kb = KnowledgeBase(settings, catalog, embedder=embedder)
-    pipeline = IngestPipeline(
-        settings, catalog, index_opener=lambda _s, c, _d: kb.index(c), embedder=embedder
-    )
-    pipeline.ingest_documents([make_document(sections or STATUTE_SECTIONS)], collection)
-    service = AgentService(settings, kb, reasoner=reasoner)
-    service.pipeline = pipeline  # type: ignore[attr-defined]  # for tests that add or delete
-    return service
+    """The agent service of :func:`make_app`."""
+    return make_app(tmp_path, sections, reasoner, collection, index_backend).agent

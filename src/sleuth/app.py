@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from sleuth.agents.reasoner import Reasoner
 from sleuth.config import Settings
 from sleuth.ingest.pipeline import IngestPipeline
+from sleuth.retrieval.embeddings import Embedder
 from sleuth.retrieval.search import KnowledgeBase
 from sleuth.service import AgentService
 from sleuth.store.catalog import Catalog
@@ -17,11 +19,25 @@ from sleuth.store.index import Index
 
 
 class Sleuth:
-    """The parts of a sleuth installation, created lazily from ``settings``."""
+    """The parts of a sleuth installation, created lazily from ``settings``.
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    Args:
+        settings: the configuration (``Settings()`` reads ``SLEUTH_*`` variables).
+        embedder: overrides the embedding model named by the settings (tests pass
+            :class:`~sleuth.retrieval.embeddings.HashingEmbedder`).
+        reasoner: overrides the reasoner chosen by ``settings.llm``.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+        reasoner: Reasoner | None = None,
+    ) -> None:
         self.settings = settings or Settings()
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self._embedder = embedder
+        self._reasoner = reasoner
 
     @cached_property
     def catalog(self) -> Catalog:
@@ -29,18 +45,20 @@ class Sleuth:
 
     @cached_property
     def kb(self) -> KnowledgeBase:
-        return KnowledgeBase(self.settings, self.catalog)
+        return KnowledgeBase(self.settings, self.catalog, embedder=self._embedder)
 
     @cached_property
     def pipeline(self) -> IngestPipeline:
         def shared_index(_settings: Settings, collection: str, _dim: int) -> Index:
             return self.kb.index(collection)
 
-        return IngestPipeline(self.settings, self.catalog, index_opener=shared_index)
+        return IngestPipeline(
+            self.settings, self.catalog, index_opener=shared_index, embedder=self._embedder
+        )
 
     @cached_property
     def agent(self) -> AgentService:
-        return AgentService(self.settings, self.kb)
+        return AgentService(self.settings, self.kb, reasoner=self._reasoner)
 
     def close(self) -> None:
         if "kb" in self.__dict__:

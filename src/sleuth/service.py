@@ -21,7 +21,7 @@ from sleuth.agents.react import RunRuntime, build_react_graph
 from sleuth.agents.reasoner import Reasoner
 from sleuth.agents.state import AgentState, AgentStep, RunStatus
 from sleuth.config import Settings
-from sleuth.errors import SleuthError, UserError
+from sleuth.errors import UserError
 from sleuth.retrieval.search import KnowledgeBase
 from sleuth.tools.base import RunContext, ToolRegistry
 from sleuth.tools.rag import build_rag_tools
@@ -197,7 +197,5 @@ class AgentService:
                     "trace": {**response.trace, "events": len(emitter.events) + 1},
                 }
             )
-        except SleuthError:
-            raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — a failed store is reported in the trace
             response.trace["store_error"] = f"{type(exc).__name__}: {exc}"

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from sleuth.agents.llm_reasoner import LLMReasoner
 from sleuth.agents.state import AgentStepType, RunStatus
 from sleuth.llm.testing import ScriptedChatModel, final, tool_call
-from tests.helpers import make_document, make_service
+from tests.helpers import make_app, make_document, make_service
 
 
 def _answer_call(text: str, citations: list[str], insufficient: bool = False) -> AIMessage:
@@ -193,13 +193,14 @@ def test_runs_are_stored_in_the_catalog(tmp_path):
 def test_deleted_document_is_never_cited(tmp_path):
     extra = {"THEFT_S1": ("Theft of cattle.", "Whoever steals cattle shall be punished with "
                           "imprisonment for seven years.")}  # fmt: skip
-    service = make_service(tmp_path)
-    service.pipeline.ingest_documents([make_document(extra, doc_id="THEFT")], "test")
+    app = make_app(tmp_path)
+    service = app.agent
+    app.pipeline.ingest_documents([make_document(extra, doc_id="THEFT")], "test")
     question = "What is the punishment for theft of cattle?"
     before = service.execute_agentic_search(question, "test")
     assert "THEFT_S1" in [c.source_id for c in before.answer.citations]
 
-    service.pipeline.delete("test", "THEFT")
+    app.pipeline.delete("test", "THEFT")
     after = service.execute_agentic_search(question, "test")
     assert "THEFT_S1" not in after.trace["retrieved_source_ids"]
     assert "THEFT_S1" not in [c.source_id for c in after.answer.citations]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sleuth.ingest.references import SectionLookup
 from sleuth.types import Chunk
-from tests.helpers import make_document, make_service
+from tests.helpers import make_app, make_document, make_service
 
 
 def _stub(source_id: str, doc_id: str, title: str, position: int) -> Chunk:
@@ -61,13 +61,13 @@ def test_hybrid_search_puts_the_named_section_first(tmp_path) -> None:
 
 
 def test_named_section_respects_the_document_filter_and_new_documents(tmp_path) -> None:
-    service = make_service(tmp_path)
+    app = make_app(tmp_path)
     query = "section 303 of the Indian Penal Code"
-    assert service.kb.search("test", query, k=5)[0].score < 1.0  # no IPC document yet
+    assert app.kb.search("test", query, k=5)[0].score < 1.0  # no IPC document yet
     other = {"IPC_S303": ("Old theft.", "Old law on theft of movable property.")}
-    service.pipeline.ingest_documents([make_document(other, doc_id="IPC")], "test")
-    hits = service.kb.search("test", query, k=5, doc_ids=["IPC"])
+    app.pipeline.ingest_documents([make_document(other, doc_id="IPC")], "test")
+    hits = app.kb.search("test", query, k=5, doc_ids=["IPC"])
     assert {h.chunk.doc_id for h in hits} == {"IPC"}
     assert hits[0].chunk.source_id == "IPC_S303"
     assert hits[0].score == 1.0  # the cached section lookup saw the new document
-    assert service.kb.search("test", query, k=5, doc_ids=["BNS"])[0].chunk.doc_id == "BNS"
+    assert app.kb.search("test", query, k=5, doc_ids=["BNS"])[0].chunk.doc_id == "BNS"
