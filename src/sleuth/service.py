@@ -197,5 +197,5 @@ class AgentService:
                     "trace": {**response.trace, "events": len(emitter.events) + 1},
                 }
             )
-        except Exception as exc:  # noqa: BLE001 — a failed store is reported in the trace
+        except Exception as exc:  # a failed store is reported in the trace, not raised
             response.trace["store_error"] = f"{type(exc).__name__}: {exc}"
