@@ -224,3 +224,29 @@ def test_heuristic_answers_from_the_section_the_question_names(tmp_path):
     )
     assert response.tool_calls[0]["arguments"]["query"].startswith("Explain section 101")
     assert response.answer.citations[0].source_id == "BNS_S101"
+
+
+def test_concurrent_runs_see_only_their_own_evidence(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    service = make_service(tmp_path)
+    questions = [
+        "What is the punishment for murder?",
+        "What is theft of movable property?",
+        "What is culpable homicide?",
+        "Which river flows through Quenia?",
+    ] * 3
+    expected = {q: service.execute_agentic_search(q, "test") for q in questions[:4]}
+    events: dict[int, list] = {i: [] for i in range(len(questions))}
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        futures = [
+            pool.submit(service.execute_agentic_search, q, "test", sinks=[events[i].append])
+            for i, q in enumerate(questions)
+        ]
+        results = [f.result() for f in futures]
+    for i, (question, response) in enumerate(zip(questions, results, strict=True)):
+        alone = expected[question]
+        assert response.trace["retrieved_source_ids"] == alone.trace["retrieved_source_ids"]
+        assert response.answer == alone.answer
+        assert {e.task_id for e in events[i]} == {response.task_id}
+        assert [e.seq for e in events[i]] == list(range(1, len(events[i]) + 1))
