@@ -9,7 +9,7 @@ from sleuth.app import Sleuth
 from sleuth.config import Settings
 from sleuth.retrieval.embeddings import HashingEmbedder
 from sleuth.service import AgentService
-from sleuth.types import Document, Section
+from sleuth.types import Chunk, Document, Reference, Section
 
 STATUTE_SECTIONS = {
     "BNS_S100": ("Culpable homicide.", "Whoever causes death by doing an act with the intention "
@@ -69,3 +69,33 @@ def make_service(
 ) -> AgentService:
     """The agent service of :func:`make_app`."""
     return make_app(tmp_path, sections, reasoner, collection, index_backend).agent
+
+
+def make_chunks(
+    doc_id: str,
+    sections: list[tuple[str, int]],
+    refs: dict[str, list[tuple[str, str | None]]] | None = None,
+) -> list[Chunk]:
+    """Chunks for ``sections`` = [(source_id, n_parts)], positions in order, with
+    ``refs`` = {source_id: [(target_text, target_id)]}."""
+    refs = refs or {}
+    out: list[Chunk] = []
+    for source_id, n_parts in sections:
+        for part in range(n_parts):
+            out.append(
+                Chunk(
+                    chunk_id=f"{source_id}#{part}",
+                    source_id=source_id,
+                    doc_id=doc_id,
+                    title_path=[doc_id, f"Title {source_id}"],
+                    text=f"text of {source_id} part {part}",
+                    position=len(out),
+                    part=part,
+                    references=[
+                        Reference(source_id=source_id, target_text=t, target_id=g)
+                        for t, g in refs.get(source_id, [])
+                    ],
+                    metadata={"page": part + 1, "nested": {"ok": True}},
+                )
+            )
+    return out

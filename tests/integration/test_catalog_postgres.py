@@ -33,7 +33,7 @@ from sleuth.retrieval.search import KnowledgeBase
 from sleuth.service import AgentService
 from sleuth.store.catalog import Catalog, DocumentInfo
 from sleuth.types import Chunk, Reference
-from tests.helpers import STATUTE_SECTIONS, make_document
+from tests.helpers import STATUTE_SECTIONS, make_chunks, make_document
 
 pytestmark = pytest.mark.integration
 
@@ -199,35 +199,6 @@ def catalog(pg_url: str) -> Iterator[Catalog]:
     cat.close()
 
 
-def _chunks(
-    doc_id: str,
-    sections: list[tuple[str, int]],
-    refs: dict[str, list[tuple[str, str | None]]] | None = None,
-) -> list[Chunk]:
-    """Chunks for ``sections`` = [(source_id, n_parts)], positions in order."""
-    refs = refs or {}
-    out: list[Chunk] = []
-    for source_id, n_parts in sections:
-        for part in range(n_parts):
-            out.append(
-                Chunk(
-                    chunk_id=f"{source_id}#{part}",
-                    source_id=source_id,
-                    doc_id=doc_id,
-                    title_path=[doc_id, f"Title {source_id}"],
-                    text=f"text of {source_id} part {part}",
-                    position=len(out),
-                    part=part,
-                    references=[
-                        Reference(source_id=source_id, target_text=t, target_id=g)
-                        for t, g in refs.get(source_id, [])
-                    ],
-                    metadata={"page": part + 1, "nested": {"ok": True}},
-                )
-            )
-    return out
-
-
 def _save(catalog: Catalog, doc_id: str, chunks: list[Chunk], h: str = "h1") -> None:
     info = DocumentInfo(doc_id=doc_id, path=f"/data/{doc_id}.txt", content_hash=h)
     catalog.save_document("c", info, chunks)
@@ -256,9 +227,9 @@ def test_catalog_on_postgresql(catalog: Catalog) -> None:
 
     # documents, chunks (JSON title_path and metadata), references
     refs = {"S1": [("section S3", "S3"), ("section 9 of another act", None)]}
-    chunks = _chunks("d1", [("S1", 2), ("S2", 1), ("S3", 2)], refs=refs)
+    chunks = make_chunks("d1", [("S1", 2), ("S2", 1), ("S3", 2)], refs=refs)
     _save(catalog, "d1", list(reversed(chunks)))
-    _save(catalog, "d2", _chunks("d2", [("T1", 1)], refs={"T1": [("S3", "S3")]}), h="h2")
+    _save(catalog, "d2", make_chunks("d2", [("T1", 1)], refs={"T1": [("S3", "S3")]}), h="h2")
 
     doc = catalog.get_document("c", "d1")
     assert doc is not None
@@ -306,7 +277,7 @@ def test_catalog_on_postgresql(catalog: Catalog) -> None:
     assert [r.source_id for r in catalog.references_to("c", "S2")] == ["S1"]
 
     # replace, then delete a document: its chunks and references go with it
-    _save(catalog, "d1", _chunks("d1", [("S9", 1)]), h="h3")
+    _save(catalog, "d1", make_chunks("d1", [("S9", 1)]), h="h3")
     assert catalog.chunks_for_source("c", "S1") == []
     assert catalog.references_to("c", "S3") == [
         Reference(source_id="T1", target_text="S3", target_id="S3")

@@ -12,6 +12,7 @@ import pytest
 from sleuth.errors import ConfigError, EmbeddingModelMismatch
 from sleuth.store.catalog import Catalog, DocumentInfo
 from sleuth.types import Chunk, Reference
+from tests.helpers import make_chunks
 
 
 @pytest.fixture
@@ -19,31 +20,6 @@ def catalog(tmp_path: Path) -> Iterator[Catalog]:
     cat = Catalog(f"sqlite:///{tmp_path / 'sub' / 'catalog.sqlite3'}")
     yield cat
     cat.close()
-
-
-def _chunks(doc_id: str, sections: list[tuple[str, int]], refs=None) -> list[Chunk]:
-    """Chunks for ``sections`` = [(source_id, n_parts)], positions in order."""
-    refs = refs or {}
-    out: list[Chunk] = []
-    for source_id, n_parts in sections:
-        for part in range(n_parts):
-            out.append(
-                Chunk(
-                    chunk_id=f"{source_id}#{part}",
-                    source_id=source_id,
-                    doc_id=doc_id,
-                    title_path=[doc_id, f"Title {source_id}"],
-                    text=f"text of {source_id} part {part}",
-                    position=len(out),
-                    part=part,
-                    references=[
-                        Reference(source_id=source_id, target_text=t, target_id=g)
-                        for t, g in refs.get(source_id, [])
-                    ],
-                    metadata={"page": part + 1},
-                )
-            )
-    return out
 
 
 def _save(catalog: Catalog, doc_id: str, chunks: list[Chunk], h: str = "h1") -> None:
@@ -90,8 +66,8 @@ def test_model_mismatch_names_both_models_and_the_collection(catalog: Catalog) -
 
 def test_save_replace_and_delete_document(catalog: Catalog) -> None:
     catalog.ensure_collection("c", "m", 8, "local")
-    _save(catalog, "d1", _chunks("d1", [("A", 2), ("B", 1)]), h="h1")
-    _save(catalog, "d2", _chunks("d2", [("X", 1)]), h="h2")
+    _save(catalog, "d1", make_chunks("d1", [("A", 2), ("B", 1)]), h="h1")
+    _save(catalog, "d2", make_chunks("d2", [("X", 1)]), h="h2")
 
     doc = catalog.get_document("c", "d1")
     assert doc is not None
@@ -104,7 +80,7 @@ def test_save_replace_and_delete_document(catalog: Catalog) -> None:
     assert (info.n_documents, info.n_chunks) == (2, 4)
 
     # replace: the old chunks go, the new ones arrive
-    _save(catalog, "d1", _chunks("d1", [("C", 1)]), h="h3")
+    _save(catalog, "d1", make_chunks("d1", [("C", 1)]), h="h3")
     assert catalog.chunks_for_source("c", "A") == []
     assert [c.chunk_id for c in catalog.chunks_for_source("c", "C")] == ["C#0"]
     assert catalog.get_document("c", "d1").content_hash == "h3"  # type: ignore[union-attr]
@@ -120,14 +96,14 @@ def test_save_replace_and_delete_document(catalog: Catalog) -> None:
 
 def test_chunks_round_trip_with_metadata_and_references(catalog: Catalog) -> None:
     catalog.ensure_collection("c", "m", 8, "local")
-    chunks = _chunks("d1", [("A", 3), ("B", 1)], refs={"A": [("section B", "B")]})
+    chunks = make_chunks("d1", [("A", 3), ("B", 1)], refs={"A": [("section B", "B")]})
     _save(catalog, "d1", list(reversed(chunks)))
     parts = catalog.chunks_for_source("c", "A")
     assert [c.part for c in parts] == [0, 1, 2]
     assert parts == chunks[:3]
     got = catalog.get_chunks("c", ["B#0", "missing", "A#1"])
     assert [c.chunk_id for c in got] == ["B#0", "A#1"]
-    assert got[1].metadata == {"page": 2}
+    assert got[1].metadata == {"page": 2, "nested": {"ok": True}}
     assert got[1].references == [Reference(source_id="A", target_text="section B", target_id="B")]
     assert catalog.doc_id_for_source("c", "B") == "d1"
     assert catalog.doc_id_for_source("c", "Z") is None
@@ -135,8 +111,8 @@ def test_chunks_round_trip_with_metadata_and_references(catalog: Catalog) -> Non
 
 def test_neighbours_and_outline_follow_document_order(catalog: Catalog) -> None:
     catalog.ensure_collection("c", "m", 8, "local")
-    _save(catalog, "d1", _chunks("d1", [("S1", 1), ("S2", 3), ("S3", 2)]))
-    _save(catalog, "d2", _chunks("d2", [("T1", 1)]), h="h2")
+    _save(catalog, "d1", make_chunks("d1", [("S1", 1), ("S2", 3), ("S3", 2)]))
+    _save(catalog, "d2", make_chunks("d2", [("T1", 1)]), h="h2")
     assert catalog.neighbours("c", "S1") == (None, "S2")
     assert catalog.neighbours("c", "S2") == ("S1", "S3")
     assert catalog.neighbours("c", "S3") == ("S2", None)
@@ -159,7 +135,7 @@ def test_references_from_and_to(catalog: Catalog) -> None:
         "C": [("section B", "B")],
     }
     # A has two parts that both mention section B: stored once per part, listed once
-    chunks = _chunks("d1", [("A", 2), ("B", 1), ("C", 1)], refs=refs)
+    chunks = make_chunks("d1", [("A", 2), ("B", 1), ("C", 1)], refs=refs)
     _save(catalog, "d1", chunks)
     assert catalog.references_from("c", "A") == [
         Reference(source_id="A", target_text="section B", target_id="B"),
@@ -178,7 +154,7 @@ def test_references_from_and_to(catalog: Catalog) -> None:
 
 def test_record_failure_and_chunk_owners(catalog: Catalog) -> None:
     catalog.ensure_collection("c", "m", 8, "local")
-    _save(catalog, "d1", _chunks("d1", [("A", 1)]))
+    _save(catalog, "d1", make_chunks("d1", [("A", 1)]))
     assert catalog.chunk_owners("c", ["A#0", "Z#0"]) == {"A#0": "d1"}
     catalog.record_failure("c", "d1", "/data/d1.txt", "corrupt PDF")
     doc = catalog.get_document("c", "d1")
@@ -193,7 +169,7 @@ def test_record_failure_and_chunk_owners(catalog: Catalog) -> None:
 def test_delete_collection(catalog: Catalog) -> None:
     catalog.ensure_collection("c", "m", 8, "local")
     catalog.ensure_collection("other", "m", 8, "local")
-    _save(catalog, "d1", _chunks("d1", [("A", 1)]))
+    _save(catalog, "d1", make_chunks("d1", [("A", 1)]))
     assert catalog.delete_collection("c") is True
     assert catalog.delete_collection("c") is False
     assert [c.name for c in catalog.list_collections()] == ["other"]
@@ -261,7 +237,7 @@ def test_concurrent_use_from_threads(catalog: Catalog) -> None:
     def work(i: int) -> None:
         try:
             catalog.ensure_collection("c", "m", 8, "local")
-            _save(catalog, f"d{i}", _chunks(f"d{i}", [(f"S{i}", 2)]), h=f"h{i}")
+            _save(catalog, f"d{i}", make_chunks(f"d{i}", [(f"S{i}", 2)]), h=f"h{i}")
             assert catalog.chunks_for_source("c", f"S{i}")
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
