@@ -24,6 +24,8 @@ ANSWERABLE_COVERAGE = 0.5
 """Below this share, in the best section, the answer is 'insufficient context'."""
 READ_PER_STEP = 2
 MAX_SENTENCES = 3
+NAMED_SECTION_BONUS = 3.0
+"""Added to the sentences of a section the question names by number."""
 LONG_SENTENCE_PENALTY = 0.05
 """Score lost per word beyond 40: prefer a short sentence that states the point."""
 
@@ -36,6 +38,11 @@ def _named_numbers(question: str) -> set[str]:
     """Section numbers the question names ("section 319 of ..." → {"319"})."""
     refs = (ref.split() for ref in extract_references(question))
     return {words[1] for words in refs if len(words) > 1 and words[1][0].isdigit()}
+
+
+def _is_named(source_id: str, numbers: set[str]) -> bool:
+    """Whether a numbered section id (``BNSS_S76``) has one of the named numbers."""
+    return "_S" in source_id and source_id.rsplit("_S", 1)[-1] in numbers
 
 
 def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
@@ -51,7 +58,7 @@ def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
     for order, (sid, chunks) in enumerate(ctx.retrieved.items()):
         full = coverage(q_terms, _section_text(chunks))
         title = coverage(q_terms, chunks[0].heading) if q_terms else 0.0
-        named = 1.0 if "_S" in sid and sid.rsplit("_S", 1)[-1] in numbers else 0.0
+        named = 1.0 if _is_named(sid, numbers) else 0.0
         scored.append((sid, full, full + 0.5 * title + named - 0.02 * order))
     scored.sort(key=lambda item: -item[2])
     return [(sid, full) for sid, full, _ in scored]
@@ -77,18 +84,28 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
             is_insufficient_context=True,
         )
     q_terms = set(terms(question))
+    numbers = _named_numbers(question)
     candidates: list[tuple[float, int, int, str, str]] = []
     for s_rank, (sid, cov) in enumerate(ranked[:3]):
         if cov < ANSWERABLE_COVERAGE and s_rank > 0:
             continue
         chunks = ctx.retrieved[sid]
         title_terms = set(terms(chunks[0].heading))
+        # a section the question names is what it asks about: its sentences come first,
+        # whether or not they repeat the question's words
+        named = NAMED_SECTION_BONUS if _is_named(sid, numbers) else 0.0
         for position, sentence in enumerate(sentences(join_parts(chunks))):
             shared = q_terms & set(terms(sentence))
-            if not shared:
+            if not shared and not named:
                 continue
             length_penalty = LONG_SENTENCE_PENALTY * max(0, len(sentence.split()) - 40)
-            score = len(shared) + 0.5 * len(q_terms & title_terms) - 0.3 * s_rank - length_penalty
+            score = (
+                len(shared)
+                + 0.5 * len(q_terms & title_terms)
+                + named
+                - 0.3 * s_rank
+                - length_penalty
+            )
             candidates.append((score, s_rank, position, sid, sentence))
     candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
     picked: list[tuple[int, int, str, str]] = []
