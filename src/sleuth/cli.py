@@ -155,24 +155,29 @@ def search(
 def ask(
     question: Annotated[str, typer.Argument(help="The question")],
     collection: CollectionOpt = None,
+    mode: Annotated[str, typer.Option(help="react (autonomous loop) | guided (typed agents)")] = (
+        "react"
+    ),
     max_iterations: Annotated[int | None, typer.Option(min=1, help="ReAct loop cap")] = None,
     as_json: JsonOpt = False,
     ascii_only: AsciiOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the answer")] = False,
 ) -> None:
     """Ask a question: the agent's trace streams live, then the cited answer."""
+    if mode not in ("react", "guided"):
+        raise _fail(f"--mode must be react or guided, not '{mode}'", 2)
     s = _sleuth()
-    _ask(s, question, _collection(collection), max_iterations, as_json, ascii_only, quiet)
+    _ask(s, question, _collection(collection), max_iterations, as_json, ascii_only, quiet, mode)
 
 
-def _ask(s, question, collection, max_iterations, as_json, ascii_only, quiet):  # type: ignore[no-untyped-def]
+def _ask(s, question, collection, max_iterations, as_json, ascii_only, quiet, mode="react"):  # type: ignore[no-untyped-def]
     from sleuth.trace import TraceRenderer
 
     renderer = TraceRenderer(ascii_only=ascii_only)
     sinks = [] if (as_json or quiet) else [renderer]
     try:
         response = s.agent.execute_agentic_search(
-            question, collection, max_iterations=max_iterations, sinks=sinks
+            question, collection, mode=mode, max_iterations=max_iterations, sinks=sinks
         )
     except SleuthError as exc:
         raise _fail(str(exc)) from exc

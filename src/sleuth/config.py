@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(default=120.0, gt=0, description="Per-request LLM timeout")
     llm_max_tokens: int = Field(default=1024, ge=16, description="Cap on tokens per LLM reply")
     max_iterations: int = Field(default=10, ge=1, description="ReAct loop cap (tool rounds)")
+    max_refinements: int = Field(
+        default=2, ge=0, description="Guided mode: CRAG refinement rounds at most"
+    )
     run_timeout_s: float = Field(default=300.0, gt=0, description="Wall-clock cap of one run")
     top_k: int = Field(default=5, ge=1, le=100, description="Default hits per search")
     default_collection: str = Field(default="default", description="Collection used by default")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from sleuth.agents.answer import GeneratedAnswer
 from sleuth.agents.events import AnswerEvent, DoneEvent, ErrorEvent, EventEmitter, EventSink
+from sleuth.agents.guided import GuidedRuntime
 from sleuth.agents.heuristic import HeuristicReasoner
 from sleuth.agents.react import RunRuntime, build_react_graph
 from sleuth.agents.reasoner import Reasoner
@@ -26,7 +28,30 @@ from sleuth.retrieval.search import KnowledgeBase
 from sleuth.tools.base import RunContext, ToolRegistry
 from sleuth.tools.rag import build_rag_tools
 
-AgentMode = Literal["react"]
+AgentMode = Literal["react", "guided"]
+
+
+@dataclass
+class _Outcome:
+    """What one mode's run produced, before it becomes a response."""
+
+    answer: GeneratedAnswer
+    status: RunStatus
+    steps: list[AgentStep]
+    trace: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+def _failed(exc: Exception, emitter: EventEmitter) -> _Outcome:
+    """The outcome of a run whose graph raised: an honest answer and status ``error``."""
+    error = f"{type(exc).__name__}: {exc}"
+    answer = GeneratedAnswer(
+        answer_text=f"The run failed before an answer could be written ({error}).",
+        is_insufficient_context=True,
+    )
+    if not any(e.type == "answer" for e in emitter.events):
+        emitter.emit(AnswerEvent(answer=answer, status=RunStatus.ERROR.value))
+    return _Outcome(answer=answer, status=RunStatus.ERROR, steps=[], error=error)
 
 
 class AgentSearchResponse(BaseModel):
@@ -82,6 +107,11 @@ class AgentService:
         """The tools offered to a run (built-in knowledge-base tools)."""
         return ToolRegistry(build_rag_tools(self.kb))
 
+    @cached_property
+    def guided_runtime(self) -> GuidedRuntime:
+        """The compiled guided graph (shared by all guided runs; thread-safe)."""
+        return GuidedRuntime()
+
     def execute_agentic_search(
         self,
         query: str,
@@ -94,91 +124,131 @@ class AgentService:
         sinks: list[EventSink] | None = None,
         task_id: str | None = None,
     ) -> AgentSearchResponse:
-        """Answer ``query`` from ``collection`` with the ReAct agent.
+        """Answer ``query`` from ``collection``.
 
-        Events are sent to ``sinks`` as they happen (the CLI trace, the SSE stream); exactly
-        one terminal ``done`` or ``error`` event ends them.
+        ``mode="react"`` runs the ReAct loop (the reasoner chooses tools until it answers);
+        ``mode="guided"`` runs the constrained runtime (planner, CRAG evaluator, refinement,
+        decomposition, compression on a fixed graph). Both use the same tools, events, answer
+        schema and citation validation. Events are sent to ``sinks`` as they happen (the CLI
+        trace, the SSE stream); exactly one terminal ``done`` or ``error`` event ends them.
 
         Raises:
-            UserError: empty question or unknown collection (before any event is sent).
+            UserError: empty question, unknown mode or unknown collection (before any event).
         """
         if not query.strip():
             raise UserError("the question is empty")
+        if mode not in ("react", "guided"):
+            raise UserError(f"unknown mode '{mode}': use 'react' or 'guided'")
         collection = collection or self.settings.default_collection
         self.kb.index(collection)  # unknown collection / model mismatch fail here, cleanly
         task_id = task_id or uuid.uuid4().hex
         emitter = EventEmitter(task_id, sinks)
         ctx = RunContext(collection=collection, user_id=user_id)
         tools = self.tool_registry()
-        limit = max_iterations or self.settings.max_iterations
         started = time.perf_counter()
-        runtime = RunRuntime(
-            ctx=ctx,
-            tools=tools,
-            reasoner=self.reasoner,
-            emitter=emitter,
-            deadline=time.monotonic() + (timeout_s or self.settings.run_timeout_s),
+        deadline = time.monotonic() + (timeout_s or self.settings.run_timeout_s)
+        if mode == "guided":
+            outcome = self._run_guided(query.strip(), ctx, tools, emitter, deadline)
+        else:
+            limit = max_iterations or self.settings.max_iterations
+            outcome = self._run_react(query.strip(), ctx, tools, emitter, deadline, limit, task_id)
+        trace = outcome.trace
+        trace.update(
+            mode=mode,
+            reasoner=self.reasoner.name,
+            retrieved_source_ids=list(ctx.retrieved),
+            token_usage=ctx.usage,
+            error=outcome.error,
         )
-        state = AgentState(
-            task_id=task_id,
-            collection=collection,
-            original_query=query.strip(),
-            user_id=user_id,
-            max_iterations=limit,
-            available_tools=tools.names,
+        trace.setdefault("timings_ms", {})["total"] = round(
+            (time.perf_counter() - started) * 1e3, 1
         )
-        error: str | None = None
-        try:
-            final = self._graph.invoke(
-                state,
-                config={"configurable": {"runtime": runtime}, "recursion_limit": 8 * limit + 20},
-            )
-            answer: GeneratedAnswer = final["final_answer"]
-            status: RunStatus = final["status"]
-            steps: list[AgentStep] = final["steps"]
-            iterations = final["iteration_count"]
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            answer = GeneratedAnswer(
-                answer_text=f"The run failed before an answer could be written ({error}).",
-                is_insufficient_context=True,
-            )
-            status, steps, iterations = RunStatus.ERROR, [], 0
-            if not any(e.type == "answer" for e in emitter.events):
-                emitter.emit(AnswerEvent(answer=answer, status=status.value))
-        total_ms = (time.perf_counter() - started) * 1e3
-        trace = {
-            "mode": mode,
-            "reasoner": self.reasoner.name,
-            "iterations": iterations,
-            "max_iterations": limit,
-            "tool_trace": runtime.tool_trace,
-            "citations_removed": [r.model_dump() for r in runtime.removed_citations],
-            "retrieved_source_ids": list(ctx.retrieved),
-            "timings_ms": {
-                "total": round(total_ms, 1),
-                **{k: round(v, 1) for k, v in runtime.stage_ms.items()},
-            },
-            "token_usage": ctx.usage,
-            "error": error,
-        }
         response = AgentSearchResponse(
             task_id=task_id,
             query=query,
             collection=collection,
             mode=mode,
-            status=status,
-            answer=answer,
-            reasoning_steps=steps,
-            tool_calls=runtime.tool_trace,
+            status=outcome.status,
+            answer=outcome.answer,
+            reasoning_steps=outcome.steps,
+            tool_calls=trace.get("tool_trace", []),
             trace=trace,
         )
         self._store(response, user_id, emitter)
-        if error:
-            emitter.emit(ErrorEvent(message=error))
+        if outcome.error:
+            emitter.emit(ErrorEvent(message=outcome.error))
         else:
-            emitter.emit(DoneEvent(status=status.value))
+            emitter.emit(DoneEvent(status=outcome.status.value))
         return response
+
+    def _run_react(
+        self,
+        question: str,
+        ctx: RunContext,
+        tools: ToolRegistry,
+        emitter: EventEmitter,
+        deadline: float,
+        limit: int,
+        task_id: str,
+    ) -> _Outcome:
+        runtime = RunRuntime(
+            ctx=ctx, tools=tools, reasoner=self.reasoner, emitter=emitter, deadline=deadline
+        )
+        state = AgentState(
+            task_id=task_id,
+            collection=ctx.collection,
+            original_query=question,
+            user_id=ctx.user_id,
+            max_iterations=limit,
+            available_tools=tools.names,
+        )
+        trace: dict[str, Any] = {"max_iterations": limit}
+        try:
+            final = self._graph.invoke(
+                state,
+                config={"configurable": {"runtime": runtime}, "recursion_limit": 8 * limit + 20},
+            )
+            outcome = _Outcome(
+                answer=final["final_answer"], status=final["status"], steps=final["steps"]
+            )
+            trace["iterations"] = final["iteration_count"]
+        except Exception as exc:  # every run ends with an answer and a status
+            outcome = _failed(exc, emitter)
+            trace["iterations"] = 0
+        trace.update(
+            tool_trace=runtime.tool_trace,
+            citations_removed=[r.model_dump() for r in runtime.removed_citations],
+            timings_ms={k: round(v, 1) for k, v in runtime.stage_ms.items()},
+        )
+        outcome.trace = trace
+        return outcome
+
+    def _run_guided(
+        self,
+        question: str,
+        ctx: RunContext,
+        tools: ToolRegistry,
+        emitter: EventEmitter,
+        deadline: float,
+    ) -> _Outcome:
+        model = getattr(self.reasoner, "model", None)  # LLMReasoner.model; None = heuristic
+        result = self.guided_runtime.run(
+            question,
+            ctx,
+            tools,
+            emitter,
+            model,
+            deadline=deadline,
+            max_refinements=self.settings.max_refinements,
+        )
+        trace = {**result.trace, "iterations": len(result.trace["agentic"]["crag"])}
+        return _Outcome(
+            answer=result.answer,
+            status=result.status,
+            steps=result.steps,
+            trace=trace,
+            error=result.error,
+        )
 
     def _store(
         self, response: AgentSearchResponse, user_id: str | None, emitter: EventEmitter

@@ -1,0 +1,650 @@
+"""The guided runtime's narrow agents: prompt + typed schema + heuristic fallback each.
+
+=====================  ==================  ===============================================
+agent                  schema              heuristic fallback (= the offline path)
+=====================  ==================  ===============================================
+router (no model)      IntentParse         :func:`heuristic_route` — always runs, deterministic
+intent parser          IntentParse         the router's parse
+planner                Plan                pass-through plan (:func:`heuristic_plan`)
+CRAG evaluator         CragVerdict         term coverage (:func:`heuristic_verdict`)
+refinement             Refinement          key phrase + gap hint (:func:`heuristic_refinement`)
+decomposition          Decomposition       cue-based split (:func:`heuristic_decomposition`)
+compression            Compression         question-term sentences (:func:`heuristic_compression`)
+generator              AnswerDraft         :func:`~sleuth.agents.heuristic.compose_answer`
+=====================  ==================  ===============================================
+
+Every agent function takes the question (and its inputs), an optional chat model and
+returns a :class:`~sleuth.agents.guided.structured.StructuredResult`; none raises on a bad
+or missing model. Prompts are package data: ``sleuth/prompts/guided_*.md``.
+
+The CRAG evaluator and the gap-driven refinement follow Yan et al. 2024, "Corrective
+Retrieval Augmented Generation" (arXiv:2401.15884).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from sleuth.agents.answer import AnswerDraft
+from sleuth.agents.citations import cited_ids
+from sleuth.agents.guided.schemas import (
+    CompressedPassage,
+    Compression,
+    CragVerdict,
+    Decomposition,
+    Granularity,
+    IntentParse,
+    Plan,
+    Refinement,
+    RetrievalProfile,
+    Verdict,
+)
+from sleuth.agents.guided.structured import StructuredResult, call_structured
+from sleuth.ingest.references import extract_references
+from sleuth.prompts import load_prompt
+from sleuth.retrieval.text import STOPWORDS, key_phrase, sentences, terms, words
+
+UsageSink = Callable[[dict[str, int]], None]
+
+SUFFICIENT_COVERAGE = 0.75
+"""Heuristic CRAG: evidence covering at least this share of the question's terms suffices."""
+PARTIAL_COVERAGE = 0.4
+"""Heuristic CRAG: at least this share (and under ``SUFFICIENT_COVERAGE``) is PARTIAL."""
+EVIDENCE_CHARS = 1500
+"""Characters of each section shown to the evaluator and the generator."""
+MAX_EVIDENCE_SECTIONS = 8
+MAX_SUB_QUESTIONS = 4
+
+_QUESTION_WORDS = (
+    "what|which|who|whom|whose|when|where|why|how|is|are|was|were|does|do|did|can|could|"
+    "may|must|shall|should|will|would"
+)
+_AND_QUESTION = re.compile(rf"[,;]?\s+and\s+(?=(?:{_QUESTION_WORDS})\b)", re.I)
+_BETWEEN = re.compile(r"\bbetween\s+(.+?)\s+and\s+(.+?)\s*[?.!]*$", re.I)
+_COMPARE = re.compile(r"\bcompare\s+(.+?)\s+(?:and|with|to)\s+(.+?)\s*[?.!]*$", re.I)
+_VERSUS = re.compile(r"([^,:;]+?)\s+(?:vs\.?|versus)\s+(.+?)\s*[?.!]*$", re.I)
+_BOTH = re.compile(r"^(.*?)\bboth\s+(.+?)\s+and\s+(.+?)\s*[?.!]*$", re.I)
+_WHICH_OR = re.compile(r"^(.*?\bwhich\b.*?)[,:]\s*(.+?)\s+or\s+(.+?)\s*[?.!]*$", re.I)
+_COMPARISON_CUE = re.compile(
+    r"\b(differences?|differ|distinguish|compare|comparison|versus|vs\.?)\b", re.I
+)
+_OVERVIEW_CUE = re.compile(
+    r"\b(overview|outline|structure|table of contents|chapters|summari[sz]e|summary|"
+    r"all (?:the )?sections)\b",
+    re.I,
+)
+_GRAPH_CUE = re.compile(
+    r"\b(sections?|sub-?sections?|articles?|clauses?|chapters?|refers?|referred|references?|"
+    r"cross-references?|defined|definitions?|exceptions?|provisos?)\b",
+    re.I,
+)
+_EXPLAIN_CUE = re.compile(r"\b(explain|describe|summari[sz]e|elaborate)\b", re.I)
+_PREPOSITIONS = frozenset(
+    ["for", "of", "in", "on", "to", "about", "under", "with", "against", "by", "from"]
+)
+_LEADING_QUESTION = re.compile(rf"^((?:{_QUESTION_WORDS})(?:\s+(?:{_QUESTION_WORDS}))?)\b", re.I)
+_PROFILE_TOP_K: dict[str, int] = {"precise": 3, "balanced": 5, "broad": 8}
+STYLE_WORDS = frozenset(
+    ["simple", "simply", "plain", "brief", "briefly", "short", "detail", "detailed", "terms",
+     "words", "example", "examples", "please", "explain", "summarize", "summarise"]
+)  # fmt: skip
+"""Words about how to answer, not what: ignored when judging coverage."""
+
+
+@dataclass(frozen=True)
+class EvidenceSection:
+    """One retrieved section as the agents see it (citation id, title path, text)."""
+
+    source_id: str
+    title: str
+    text: str
+
+
+def top_k_for(profile: RetrievalProfile) -> int:
+    """Sections per search for a retrieval profile (precise 3, balanced 5, broad 8)."""
+    return _PROFILE_TOP_K[profile]
+
+
+def approx_tokens(text: str) -> int:
+    """Approximate token count: 4/3 token per whitespace-separated word (English text)."""
+    return math.ceil(len(text.split()) * 4 / 3)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(text.split()).strip(" ,;:.")
+    if not text:
+        return ""
+    return text[0].upper() + text[1:] + ("" if text.endswith("?") else "?")
+
+
+def _content_terms(text: str) -> set[str]:
+    return set(terms(text))
+
+
+def question_terms(question: str) -> set[str]:
+    """The question's content terms, minus :data:`STYLE_WORDS` ("in simple terms")."""
+    style = {t for w in STYLE_WORDS for t in terms(w)}
+    return _content_terms(question) - style
+
+
+def format_evidence(evidence: Sequence[EvidenceSection], chars: int = EVIDENCE_CHARS) -> str:
+    """Evidence as prompt text: ``[source_id] title`` then the (truncated) text, per section."""
+    blocks = []
+    for e in evidence[:MAX_EVIDENCE_SECTIONS]:
+        body = e.text if len(e.text) <= chars else e.text[: chars - 1].rstrip() + "…"
+        blocks.append(f"[{e.source_id}] {e.title}\n{body}")
+    return "\n\n".join(blocks) or "(no evidence retrieved)"
+
+
+def _messages(prompt: str, human: str, **values: str) -> list[BaseMessage]:
+    system = load_prompt(prompt)
+    for key, value in values.items():
+        system = system.replace("{" + key + "}", value)
+    return [SystemMessage(system), HumanMessage(human)]
+
+
+# ---------------------------------------------------------------- routing / intent parser
+
+
+def heuristic_route(question: str) -> IntentParse:
+    """The deterministic router (always runs; the intent parser's fallback).
+
+    * ``graph_hint``: the question names a section or mentions sections, references,
+      definitions, exceptions (cross-references will likely be needed);
+    * ``granularity``: ``document`` for overview cues, ``section`` for a named section or
+      "explain/describe", else ``passage``;
+    * ``retrieval_profile``: ``precise`` for a named section, ``broad`` for document
+      granularity or a multi-part question, else ``balanced``;
+    * ``normalized_query``: the question as written when it names a section (so the
+      explicit-reference lookup of the search sees "section N of ..."), else its key phrase;
+    * ``confidence``: 0.9 with a named section, 0.6 otherwise.
+    """
+    named = bool(extract_references(question))
+    granularity: Granularity
+    if _OVERVIEW_CUE.search(question):
+        granularity = "document"
+    elif named or _EXPLAIN_CUE.search(question):
+        granularity = "section"
+    else:
+        granularity = "passage"
+    profile: RetrievalProfile
+    if named:
+        profile = "precise"
+    elif granularity == "document" or is_multi_part(question):
+        profile = "broad"
+    else:
+        profile = "balanced"
+    return IntentParse(
+        retrieval_profile=profile,
+        normalized_query=question.strip() if named else key_phrase(question),
+        graph_hint=named or bool(_GRAPH_CUE.search(question)),
+        granularity=granularity,
+        confidence=0.9 if named else 0.6,
+    )
+
+
+def parse_intent(
+    question: str,
+    model: BaseChatModel | None,
+    *,
+    collection: str = "",
+    max_retries: int = 2,
+    usage: UsageSink | None = None,
+) -> StructuredResult[IntentParse]:
+    """The optional LLM intent parser; falls back to :func:`heuristic_route`."""
+    return call_structured(
+        model,
+        IntentParse,
+        _messages("guided_intent", f"Question: {question}", collection=collection),
+        max_retries=max_retries,
+        fallback=lambda: heuristic_route(question),
+        name="intent_parse",
+        usage=usage,
+    )
+
+
+# ---------------------------------------------------------------- planner
+
+
+def _split_and(question: str) -> tuple[str, str] | None:
+    """``left and right`` at the last plain " and " where both sides carry ≥ 2 terms."""
+    body = question.strip().rstrip("?.! ")
+    parts = re.split(r"\s+and\s+", body, flags=re.I)
+    for i in range(len(parts) - 1, 0, -1):
+        left, right = " and ".join(parts[:i]), " and ".join(parts[i:])
+        if len(_content_terms(left)) >= 2 and len(_content_terms(right)) >= 2:
+            return left, right
+    return None
+
+
+def is_multi_part(question: str) -> bool:
+    """Simple cues that a question asks several things.
+
+    Two question marks; "... and what/how/is ..."; comparison words (difference, differ,
+    compare, versus); "both X and Y"; "which ..., X or Y"; or a plain " and " joining two
+    parts of ≥ 2 content terms each in a question that does not name a section.
+    """
+    if question.count("?") >= 2 or _AND_QUESTION.search(question):
+        return True
+    if _COMPARISON_CUE.search(question) or _BOTH.search(question) or _WHICH_OR.search(question):
+        return True
+    return not extract_references(question) and _split_and(question) is not None
+
+
+def heuristic_plan(question: str) -> Plan:
+    """The pass-through plan: the original question, documentary, no skip, strict grounding."""
+    return Plan(
+        intent_class="documentary",
+        skip_retrieval="none",
+        primary_query=question.strip(),
+        complementary_queries=[],
+        needs_compression=False,
+        strict_grounding=True,
+        is_multi_part=is_multi_part(question),
+    )
+
+
+def plan_question(
+    question: str,
+    model: BaseChatModel | None,
+    *,
+    collection: str = "",
+    max_retries: int = 2,
+    usage: UsageSink | None = None,
+) -> StructuredResult[Plan]:
+    """The planner agent: retrieval strategy for ``question``; fallback :func:`heuristic_plan`."""
+    return call_structured(
+        model,
+        Plan,
+        _messages("guided_planner", f"Question: {question}", collection=collection),
+        max_retries=max_retries,
+        fallback=lambda: heuristic_plan(question),
+        name="plan",
+        usage=usage,
+    )
+
+
+# ---------------------------------------------------------------- CRAG evaluator
+
+
+def missing_words(question: str, evidence_text: str) -> list[str]:
+    """The question's content words (as written) whose stems the evidence lacks, in order."""
+    have = _content_terms(evidence_text)
+    missing: list[str] = []
+    for word in words(question):
+        if word in STOPWORDS or word in STYLE_WORDS or len(word) < 2 or word in missing:
+            continue
+        stems = terms(word)
+        if stems and stems[0] not in have:
+            missing.append(word)
+    return missing
+
+
+def heuristic_verdict(question: str, evidence: Sequence[EvidenceSection]) -> CragVerdict:
+    """Coverage-based CRAG verdict.
+
+    Coverage = share of the question's content terms (stemmed, stop words removed; see
+    :func:`sleuth.retrieval.text.terms`) found in the evidence's titles and texts:
+    ≥ ``SUFFICIENT_COVERAGE`` (0.75) SUFFICIENT, ≥ ``PARTIAL_COVERAGE`` (0.4) PARTIAL, else
+    INSUFFICIENT; ``missing_information`` lists the uncovered words.
+    """
+    if not evidence:
+        return CragVerdict(
+            verdict="INSUFFICIENT",
+            missing_information=key_phrase(question),
+            rationale="Nothing was retrieved.",
+        )
+    text = "\n".join(f"{e.title}\n{e.text}" for e in evidence)
+    q_terms = question_terms(question)
+    covered = len(q_terms & _content_terms(text)) / len(q_terms) if q_terms else 1.0
+    missing = missing_words(question, text)
+    verdict: Verdict
+    if covered >= SUFFICIENT_COVERAGE or not missing:
+        verdict = "SUFFICIENT"
+    elif covered >= PARTIAL_COVERAGE:
+        verdict = "PARTIAL"
+    else:
+        verdict = "INSUFFICIENT"
+    return CragVerdict(
+        verdict=verdict,
+        missing_information=" ".join(missing) if verdict != "SUFFICIENT" else "",
+        rationale=f"The evidence covers {covered:.0%} of the question's key terms.",
+    )
+
+
+def evaluate_evidence(
+    question: str,
+    evidence: Sequence[EvidenceSection],
+    model: BaseChatModel | None,
+    *,
+    max_retries: int = 2,
+    usage: UsageSink | None = None,
+) -> StructuredResult[CragVerdict]:
+    """The CRAG evaluator (Yan et al. 2024): is ``evidence`` enough for ``question``?
+
+    Falls back to :func:`heuristic_verdict`.
+    """
+    human = f"Question: {question}\n\nEvidence:\n{format_evidence(evidence)}"
+    return call_structured(
+        model,
+        CragVerdict,
+        _messages("guided_crag", human),
+        max_retries=max_retries,
+        fallback=lambda: heuristic_verdict(question, evidence),
+        name="crag_verdict",
+        usage=usage,
+    )
+
+
+# ---------------------------------------------------------------- refinement
+
+
+def _tried(query: str, previous: Sequence[str]) -> bool:
+    return _norm(query) in {_norm(p) for p in previous}
+
+
+def heuristic_refinement(
+    question: str, missing_information: str, previous_queries: Sequence[str] = ()
+) -> Refinement:
+    """Gap-hint concatenation: the question's key phrase + ``missing_information``.
+
+    When that query was already run, the gap hint alone, then the question + gap hint; the
+    first untried candidate wins (the runtime stops refining on a repeat).
+    """
+    gap = " ".join(missing_information.split()) or key_phrase(question)
+    key = key_phrase(question)
+    candidates = [f"{key} {gap}", gap, f"{question.strip()} {gap}"]
+    query = next((c for c in candidates if not _tried(c, previous_queries)), candidates[0])
+    return Refinement(refined_query=query, rationale=f"Search again for what was missing: {gap}.")
+
+
+def refine_query(
+    question: str,
+    verdict: CragVerdict,
+    previous_queries: Sequence[str],
+    model: BaseChatModel | None,
+    *,
+    max_retries: int = 2,
+    usage: UsageSink | None = None,
+) -> StructuredResult[Refinement]:
+    """The refinement agent: a new query driven by the CRAG gap hint.
+
+    Output validator: the query must differ from ``previous_queries`` and contain at least
+    one content term of ``verdict.missing_information``. Falls back to
+    :func:`heuristic_refinement`.
+    """
+    gap_terms = _content_terms(verdict.missing_information)
+
+    def validate(value: Refinement) -> None:
+        if _tried(value.refined_query, previous_queries):
+            raise ValueError(
+                f"refined_query '{value.refined_query}' was already tried; write a new query"
+            )
+        if gap_terms and not gap_terms & _content_terms(value.refined_query):
+            raise ValueError(
+                "refined_query must target the missing information: include at least one of "
+                f"its key words ({verdict.missing_information})"
+            )
+
+    tried = "\n".join(f"- {q}" for q in previous_queries) or "- (none)"
+    human = (
+        f"Question: {question}\n"
+        f"Missing information: {verdict.missing_information}\n"
+        f"Evaluator rationale: {verdict.rationale}\n"
+        f"Queries already tried:\n{tried}"
+    )
+    return call_structured(
+        model,
+        Refinement,
+        _messages("guided_refine", human),
+        max_retries=max_retries,
+        fallback=lambda: heuristic_refinement(
+            question, verdict.missing_information, previous_queries
+        ),
+        name="refine_query",
+        validator=validate,
+        usage=usage,
+    )
+
+
+# ---------------------------------------------------------------- decomposition
+
+
+def _complete(fragment: str, left: str) -> str:
+    """Give a bare right-hand fragment the stem of ``left``.
+
+    ``("for theft", "the punishment for murder")`` → ``"the punishment for theft"``;
+    ``("culpable homicide", "What is the punishment for murder")`` → ``"What is the
+    punishment for culpable homicide"``; a fragment starting with a question word is kept.
+    """
+    tokens = fragment.split()
+    if not tokens or re.match(rf"^(?:{_QUESTION_WORDS})\b", fragment, re.I):
+        return fragment
+    stem = left.split()
+    lowered = [t.lower() for t in stem]
+    first = tokens[0].lower()
+    if first in _PREPOSITIONS and first in lowered:
+        at = len(lowered) - 1 - lowered[::-1].index(first)
+        return " ".join([*stem[:at], *tokens])
+    at = max((i for i, t in enumerate(lowered[:-1]) if t in _PREPOSITIONS), default=-1)
+    if at >= 0:
+        return " ".join([*stem[: at + 1], *tokens])
+    lead = _LEADING_QUESTION.match(left)
+    return f"{lead.group(1)} {fragment}" if lead else fragment
+
+
+def split_question(question: str) -> tuple[list[str], str]:
+    """Cue-based split of a multi-part question into (sub_questions, synthesis_hint).
+
+    Patterns, first match wins: several question marks; "..., and what/how/... ...";
+    "between A and B" / "compare A and|with B" / "A vs B"; "... both A and B"; "which ...,
+    A or B"; a plain " and " joining two parts of ≥ 2 content terms. ``([], "")`` when
+    nothing splits.
+    """
+    q = " ".join(question.split())
+    if q.count("?") >= 2:
+        parts = [p.strip() for p in re.findall(r"[^?]+\?", q)]
+        return [_sentence(p) for p in parts if _content_terms(p)], "Answer each question."
+    if _AND_QUESTION.search(q):
+        parts = _AND_QUESTION.split(q.rstrip("?.! "))
+        return [_sentence(p) for p in parts if _content_terms(p)], "Answer each part."
+    for pattern in (_BETWEEN, _COMPARE):
+        match = pattern.search(q)
+        if match:
+            a, b = match.group(1), _complete(match.group(2), match.group(1))
+            return [_sentence(f"What is {a}"), _sentence(f"What is {b}")], (f"Compare {a} and {b}.")
+    match = _VERSUS.search(q)
+    if match:
+        a = re.sub(rf"^(?:(?:{_QUESTION_WORDS})\s+)+", "", match.group(1).strip(), flags=re.I)
+        b = match.group(2)
+        return [_sentence(f"What is {a}"), _sentence(f"What is {b}")], f"Compare {a} and {b}."
+    match = _BOTH.search(q)
+    if match:
+        stem, a, b = match.group(1).strip(), match.group(2), match.group(3)
+        rest = ""
+        if not _content_terms(stem) and len(b.split()) > len(a.split()):
+            # "Does both murder and theft require intention?": the predicate follows B
+            cut = len(a.split())
+            b, rest = " ".join(b.split()[:cut]), " ".join(b.split()[cut:])
+        return [_sentence(f"{stem} {a} {rest}"), _sentence(f"{stem} {b} {rest}")], (
+            "Answer for both and note what they share."
+        )
+    match = _WHICH_OR.search(q)
+    if match:
+        stem, a, b = match.group(1).strip(), match.group(2), match.group(3)
+        return [_sentence(f"{a}: {stem}"), _sentence(f"{b}: {stem}")], (
+            f"Compare {a} and {b} to answer: {stem}?"
+        )
+    pair = _split_and(q)
+    if pair and not extract_references(q):
+        left, right = pair
+        return [_sentence(left), _sentence(_complete(right, left))], "Answer each part."
+    return [], ""
+
+
+def heuristic_decomposition(question: str) -> Decomposition:
+    """:func:`split_question` as a :class:`Decomposition` (``[]`` when nothing splits)."""
+    subs, hint = split_question(question)
+    subs = list(dict.fromkeys(s for s in subs if s))[:MAX_SUB_QUESTIONS]
+    if len(subs) < 2:
+        return Decomposition(sub_questions=[], synthesis_hint="")
+    return Decomposition(sub_questions=subs, synthesis_hint=hint)
+
+
+def decompose_question(
+    question: str,
+    model: BaseChatModel | None,
+    *,
+    max_retries: int = 2,
+    usage: UsageSink | None = None,
+) -> StructuredResult[Decomposition]:
+    """The decomposition agent; falls back to :func:`heuristic_decomposition`."""
+    return call_structured(
+        model,
+        Decomposition,
+        _messages("guided_decompose", f"Question: {question}"),
+        max_retries=max_retries,
+        fallback=lambda: heuristic_decomposition(question),
+        name="decompose",
+        usage=usage,
+    )
+
+
+# ---------------------------------------------------------------- compression
+
+
+def heuristic_compression(
+    question_terms: set[str], evidence: Sequence[EvidenceSection], budget_tokens: int
+) -> Compression:
+    """Keep, section by section (in the given order), the sentences sharing a term with the
+    question, until ``budget_tokens`` (approximate, :func:`approx_tokens`) are used.
+
+    When no sentence shares a term, the first sentence of the first section is kept.
+    """
+    passages: list[CompressedPassage] = []
+    used = 0
+    for section in evidence:
+        kept: list[str] = []
+        for sentence in sentences(section.text):
+            if not question_terms & _content_terms(sentence):
+                continue
+            cost = approx_tokens(sentence)
+            if used + cost > budget_tokens:
+                break
+            kept.append(sentence)
+            used += cost
+        if kept:
+            passages.append(CompressedPassage(source_id=section.source_id, text=" ".join(kept)))
+        if used >= budget_tokens:
+            break
+    if not passages and evidence:
+        first = (sentences(evidence[0].text) or [evidence[0].text])[0]
+        cut = " ".join(first.split()[: max(1, budget_tokens * 3 // 4)])
+        passages.append(CompressedPassage(source_id=evidence[0].source_id, text=cut or "…"))
+    return Compression(passages=passages)
+
+
+def compress_evidence(
+    question: str,
+    question_terms: set[str],
+    evidence: Sequence[EvidenceSection],
+    budget_tokens: int,
+    model: BaseChatModel | None,
+    *,
+    max_retries: int = 2,
+    usage: UsageSink | None = None,
+) -> StructuredResult[Compression]:
+    """The compression agent: the evidence cut to about ``budget_tokens``.
+
+    Output validator: only the given source_ids; each kept sentence copied verbatim from its
+    section; at most 1.25 × the budget. Falls back to :func:`heuristic_compression`.
+    """
+    by_id = {e.source_id: _norm(e.text) for e in evidence}
+
+    def validate(value: Compression) -> None:
+        for passage in value.passages:
+            source = by_id.get(passage.source_id)
+            if source is None:
+                raise ValueError(
+                    f"unknown source_id '{passage.source_id}'; use only: {', '.join(by_id)}"
+                )
+            for sentence in sentences(passage.text):
+                if _norm(sentence).rstrip(".") not in source:
+                    raise ValueError(
+                        f"the text kept for {passage.source_id} is not copied verbatim: "
+                        f"'{sentence[:80]}'"
+                    )
+        total = approx_tokens(" ".join(p.text for p in value.passages))
+        if total > budget_tokens * 1.25:
+            raise ValueError(
+                f"the passages are too long (~{total} tokens); keep under {budget_tokens}"
+            )
+
+    human = f"Question: {question}\n\nEvidence:\n{format_evidence(evidence, chars=6000)}"
+    return call_structured(
+        model,
+        Compression,
+        _messages("guided_compress", human, budget=str(budget_tokens * 3 // 4)),
+        max_retries=max_retries,
+        fallback=lambda: heuristic_compression(question_terms, evidence, budget_tokens),
+        name="compress_context",
+        validator=validate,
+        usage=usage,
+    )
+
+
+# ---------------------------------------------------------------- generation
+
+
+def generate_draft(
+    question: str,
+    evidence: Sequence[EvidenceSection],
+    model: BaseChatModel | None,
+    *,
+    fallback: Callable[[], AnswerDraft],
+    notes: Sequence[str] = (),
+    strict_grounding: bool = True,
+    max_retries: int = 2,
+    usage: UsageSink | None = None,
+) -> StructuredResult[AnswerDraft]:
+    """The generator: a cited :class:`AnswerDraft` from the (compressed) evidence.
+
+    Output validator: cited ids must be among the evidence's source_ids; with
+    ``strict_grounding`` an answer (not flagged insufficient) must cite at least one.
+    ``notes`` (sub-questions, synthesis hint, the evaluator's gap) go into the prompt.
+    Falls back to ``fallback`` (the extractive :func:`~sleuth.agents.heuristic.compose_answer`).
+    """
+    allowed = [e.source_id for e in evidence]
+
+    def validate(value: AnswerDraft) -> None:
+        cited = list(dict.fromkeys([*cited_ids(value.answer_text), *value.citations]))
+        unknown = [sid for sid in cited if sid not in allowed]
+        if unknown:
+            raise ValueError(
+                f"cited ids not in the evidence: {', '.join(unknown)}; cite only: "
+                + ", ".join(allowed)
+            )
+        if strict_grounding and not value.is_insufficient_context and not cited:
+            raise ValueError("cite the sections that support each claim as [source_id]")
+
+    parts = [f"Question: {question}", *notes, f"Evidence:\n{format_evidence(evidence, 4000)}"]
+    return call_structured(
+        model,
+        AnswerDraft,
+        _messages("guided_answer", "\n\n".join(parts)),
+        max_retries=max_retries,
+        fallback=fallback,
+        name="final_answer",
+        validator=validate,
+        usage=usage,
+    )

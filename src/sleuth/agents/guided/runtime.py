@@ -1,0 +1,1069 @@
+"""The guided runtime: narrow typed agents on an explicit LangGraph ``StateGraph``.
+
+Instead of one open ReAct loop, a fixed control graph calls small agents with typed outputs
+(:mod:`sleuth.agents.guided.agents`) and runs the knowledge-base tools itself::
+
+    START ─┬─ route ─┐                       (router + optional intent parser)
+           └─ plan ──┴─ decide ─┬─ skip ─────────────────────────────────────┐
+                                ├─ decompose ─┐                              │
+                                └─────────────┴─ retrieve ⇄ evaluate ⇄ refine │
+                                                   (per sub-question)        │
+                                  evaluate ─ enrich ─ [compress] ─ generate ─┴─ finalize ─ END
+
+* ``route`` ∥ ``plan`` run concurrently (parallel branches of one superstep);
+* ``skip``: the plan's ``clarify`` / ``hard_block`` / ``llm_only`` answers without retrieval;
+* ``retrieve``: ``rag_search`` with the plan's primary query (the router's normalized query
+  when the plan passes the question through) and, once, the complementary queries;
+* ``evaluate``: the CRAG evaluator (Yan et al. 2024, "Corrective Retrieval Augmented
+  Generation", arXiv:2401.15884) grades the evidence; on PARTIAL / INSUFFICIENT ``refine``
+  rewrites the query from the gap hint and retrieval runs again, at most
+  ``max_refinements`` rounds per (sub-)question;
+* ``decompose`` (when the plan flags a multi-part question): each sub-question is retrieved,
+  evaluated and refined on its own; the generator cites across them;
+* ``enrich``: ``read_section`` of the top 2 sections per (sub-)question, ``follow_references``
+  of the top sections when the route's ``graph_hint`` is set, ``outline`` for document
+  granularity;
+* ``compress`` when the evidence exceeds the token budget; ``generate`` writes a structured
+  :class:`~sleuth.agents.answer.AnswerDraft` (model) or the extractive
+  :func:`~sleuth.agents.heuristic.compose_answer` (no model); ``finalize`` validates the
+  citations and emits the one ``answer`` event.
+
+Every agent decision is a ``think`` event (e.g. ``CRAG verdict: PARTIAL — missing: arson``),
+every tool call a ``tool_call`` / ``tool_result`` pair: the same event and step vocabulary as
+the ReAct mode, and the same answer schema and citation rules.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel, Field
+
+from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
+from sleuth.agents.citations import RemovedCitation, clean_answer_text, validate_citations
+from sleuth.agents.events import (
+    AnswerEvent,
+    EventEmitter,
+    ObserveEvent,
+    ThinkEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from sleuth.agents.guided.agents import (
+    EvidenceSection,
+    approx_tokens,
+    compress_evidence,
+    decompose_question,
+    evaluate_evidence,
+    generate_draft,
+    heuristic_route,
+    parse_intent,
+    plan_question,
+    refine_query,
+    top_k_for,
+)
+from sleuth.agents.guided.schemas import CragVerdict, IntentParse, Plan, Verdict
+from sleuth.agents.guided.structured import StructuredResult
+from sleuth.agents.heuristic import compose_answer, rank_sections
+from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
+from sleuth.errors import ToolError
+from sleuth.prompts import load_prompt
+from sleuth.retrieval.search import join_parts
+from sleuth.retrieval.text import terms
+from sleuth.tools.base import RunContext, ToolRegistry, ToolResult
+
+DEFAULT_MAX_REFINEMENTS = 2
+DEFAULT_TOKEN_BUDGET = 1500
+"""Approximate tokens of evidence handed to the generator before compression kicks in."""
+MIN_INTENT_CONFIDENCE = 0.5
+"""An LLM intent parse below this confidence is replaced by the heuristic router's."""
+READ_PER_TARGET = 2
+MAX_READS = 4
+MAX_FOLLOWS = 2
+MAX_GENERATION_SECTIONS = 8
+PREVIEW_CHARS = 300
+
+
+class GuidedResult(BaseModel):
+    """What one guided run produced.
+
+    Attributes:
+        answer: the citation-checked answer (always present).
+        status: why the run ended (``completed``, ``insufficient_context``, ``timeout``,
+            ``error``).
+        steps: the run's steps (observe / think / act / final), in order.
+        removed_citations: cited ids dropped because they were not retrieved in the run.
+        trace: run metadata: ``planner_runtime``, ``planner_run_id``, ``planner_path``,
+            ``tool_trace``, ``output_validation_retries``, ``agentic`` (``crag``,
+            ``complementary``, ``compression``, ``decomposition``), ``timings_ms``, plus
+            ``route``, ``plan``, ``agents``, ``retrieved_source_ids``, ``token_usage``,
+            ``citations_removed``, ``error``.
+        error: ``"Type: message"`` when the graph itself failed (status ``error``).
+    """
+
+    answer: GeneratedAnswer
+    status: RunStatus
+    steps: list[AgentStep] = Field(default_factory=list)
+    removed_citations: list[RemovedCitation] = Field(default_factory=list)
+    trace: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The tool trace: ``{tool, arguments, ok, status, duration_ms}`` per call."""
+        return list(self.trace.get("tool_trace", []))
+
+
+@dataclass
+class GuidedState:
+    """The graph state: the decisions of the agents and the loop position."""
+
+    question: str
+    route: IntentParse | None = None
+    plan: Plan | None = None
+    targets: list[str] = field(default_factory=list)
+    target_index: int = 0
+    round: int = 0
+    query: str = ""
+    verdicts: list[CragVerdict | None] = field(default_factory=list)
+    evidence: list[EvidenceSection] = field(default_factory=list)
+    draft: AnswerDraft | None = None
+    stop_status: RunStatus | None = None
+    next_step: str = ""
+    final_answer: GeneratedAnswer | None = None
+    status: RunStatus | None = None
+
+
+@dataclass
+class _Run:
+    """Per-run collaborators and records, handed to the nodes through the run config."""
+
+    question: str
+    ctx: RunContext
+    tools: ToolRegistry
+    emitter: EventEmitter
+    model: BaseChatModel | None
+    deadline: float | None
+    max_refinements: int
+    max_retries: int
+    token_budget: int
+    use_intent_parser: bool
+    steps: list[AgentStep] = field(default_factory=list)
+    path: list[str] = field(default_factory=list)
+    tool_trace: list[dict[str, Any]] = field(default_factory=list)
+    removed: list[RemovedCitation] = field(default_factory=list)
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    retries: dict[str, int] = field(default_factory=dict)
+    agent_calls: list[dict[str, Any]] = field(default_factory=list)
+    crag: list[dict[str, Any]] = field(default_factory=list)
+    complementary: list[str] = field(default_factory=list)
+    complementary_done: bool = False
+    compression: dict[str, Any] = field(
+        default_factory=lambda: {"applied": False, "tokens_before": 0, "tokens_after": 0}
+    )
+    decomposition: dict[str, Any] = field(
+        default_factory=lambda: {
+            "applied": False,
+            "sub_questions": [],
+            "synthesis_hint": "",
+            "path": None,
+        }
+    )
+    route_source: str = "heuristic_router"
+    target_sources: dict[int, list[str]] = field(default_factory=dict)
+    shared_sources: list[str] = field(default_factory=list)
+    refinements: int = 0
+    decisions: int = 0
+    calls: int = 0
+    results: dict[str, StructuredResult[Any]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # ------------------------------------------------------------ records
+
+    def timed(self, stage: str, started: float) -> None:
+        with self.lock:
+            ms = (time.perf_counter() - started) * 1e3
+            self.stage_ms[stage] = self.stage_ms.get(stage, 0.0) + ms
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def record(self, agent: str, result: StructuredResult[Any]) -> None:
+        """Note an agent call: its path, retries and errors (thread-safe)."""
+        with self.lock:
+            self.retries[agent] = self.retries.get(agent, 0) + result.retries
+            self.agent_calls.append(
+                {
+                    "agent": agent,
+                    "path": result.path,
+                    "retries": result.retries,
+                    "errors": list(result.errors),
+                }
+            )
+            self.results[agent] = result
+
+    def think(
+        self, content: str, agent: str | None = None, result: StructuredResult[Any] | None = None
+    ) -> None:
+        """Emit a ``think`` event and record the matching THINK step."""
+        reasoning = None
+        if agent is not None:
+            reasoning = f"agent={agent}"
+            if result is not None:
+                reasoning += f"; path={result.path}; retries={result.retries}"
+                if result.errors:
+                    reasoning += "; errors: " + " | ".join(e[:200] for e in result.errors)
+        self.emitter.emit(ThinkEvent(content=content, iteration=self.decisions))
+        self.decisions += 1
+        self.steps.append(
+            AgentStep(step_type=AgentStepType.THINK, content=content, reasoning=reasoning)
+        )
+
+    def observe(self, content: str) -> None:
+        self.emitter.emit(ObserveEvent(content=content))
+        self.steps.append(AgentStep(step_type=AgentStepType.OBSERVE, content=content))
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Run one tool with the run's context, emitting ``tool_call`` / ``tool_result``.
+
+        Tool errors become a failed :class:`ToolResult` (never raised).
+        """
+        self.calls += 1
+        call_id = f"g{self.calls}"
+        self.emitter.emit(ToolCallEvent(call_id=call_id, tool=name, arguments=arguments))
+        started = time.perf_counter()
+        tool = self.tools.get(name)
+        if tool is None:
+            result = ToolResult(ok=False, status=f"Error: unknown tool '{name}'")
+        else:
+            try:
+                result = tool.invoke(arguments, self.ctx)
+            except ToolError as exc:
+                result = ToolResult(ok=False, status=f"Error: {exc}")
+            except Exception as exc:
+                result = ToolResult(
+                    ok=False, status=f"Error: {name} failed: {type(exc).__name__}: {exc}"
+                )
+        ms = round((time.perf_counter() - started) * 1e3, 2)
+        body = json.dumps(result.payload, ensure_ascii=False)
+        preview = body if len(body) <= PREVIEW_CHARS else body[: PREVIEW_CHARS - 1] + "…"
+        self.emitter.emit(
+            ToolResultEvent(
+                call_id=call_id,
+                tool=name,
+                ok=result.ok,
+                status=result.status,
+                preview=preview,
+                payload=result.payload,
+                duration_ms=ms,
+            )
+        )
+        self.tool_trace.append(
+            {
+                "tool": name,
+                "arguments": arguments,
+                "ok": result.ok,
+                "status": result.status,
+                "duration_ms": ms,
+            }
+        )
+        return result
+
+    def act_step(self, calls: list[tuple[str, dict[str, Any], ToolResult]]) -> None:
+        """Record an ACT step for a batch of tool calls and observe their status lines."""
+        self.steps.append(
+            AgentStep(
+                step_type=AgentStepType.ACT,
+                content="Executed: " + ", ".join(name for name, _, _ in calls),
+                tool_calls=[{"name": n, "arguments": a} for n, a, _ in calls],
+                tool_results=[{"tool": n, "ok": r.ok, "status": r.status} for n, _, r in calls],
+            )
+        )
+        self.observe("Observed: " + " | ".join(r.status for _, _, r in calls))
+
+    # ------------------------------------------------------------ evidence
+
+    def section(self, source_id: str) -> EvidenceSection:
+        chunks = self.ctx.retrieved[source_id]
+        return EvidenceSection(
+            source_id=source_id, title=chunks[0].heading, text=join_parts(chunks)
+        )
+
+    def ranked(self, question: str, among: list[str] | None = None) -> list[str]:
+        """Retrieved source_ids ranked for ``question`` (optionally only those in ``among``)."""
+        ranked = [sid for sid, _ in rank_sections(question, self.ctx)]
+        if among is None:
+            return ranked
+        keep = set(among)
+        return [sid for sid in ranked if sid in keep]
+
+    def target_evidence(self, index: int, question: str) -> list[EvidenceSection]:
+        """The sections a (sub-)question's searches (and the complementary ones) surfaced."""
+        among = [*self.target_sources.get(index, []), *self.shared_sources]
+        return [self.section(sid) for sid in self.ranked(question, among)]
+
+    def usage(self, usage: dict[str, int]) -> None:
+        self.ctx.add_usage(usage)
+
+
+def _rt(config: RunnableConfig) -> _Run:
+    return config["configurable"]["guided_run"]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _query_for(question: str) -> str:
+    """The router's normalized search query for a (sub-)question."""
+    return heuristic_route(question).normalized_query
+
+
+def _aggregate(verdicts: list[CragVerdict | None]) -> Verdict:
+    """All SUFFICIENT → SUFFICIENT, all INSUFFICIENT → INSUFFICIENT, else PARTIAL."""
+    names = [v.verdict if v is not None else "PARTIAL" for v in verdicts]
+    if names and all(n == "SUFFICIENT" for n in names):
+        return "SUFFICIENT"
+    if names and all(n == "INSUFFICIENT" for n in names):
+        return "INSUFFICIENT"
+    return "PARTIAL"
+
+
+def _timeout(rt: _Run, stage: str) -> dict[str, Any]:
+    rt.think(f"Stopping before {stage}: timeout; answering from the evidence so far.")
+    return {"stop_status": RunStatus.TIMEOUT, "next_step": "generate"}
+
+
+# ---------------------------------------------------------------- nodes
+
+
+def route(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """Heuristic router, then (with a model) the intent parser; the router is its fallback."""
+    rt = _rt(config)
+    started = time.perf_counter()
+    heuristic = heuristic_route(state.question)
+    chosen = heuristic
+    if rt.model is not None and rt.use_intent_parser:
+        result = parse_intent(
+            state.question,
+            rt.model,
+            collection=rt.ctx.collection,
+            max_retries=rt.max_retries,
+            usage=rt.usage,
+        )
+        rt.record("intent_parser", result)
+        if result.from_model and result.value.confidence >= MIN_INTENT_CONFIDENCE:
+            chosen = result.value
+            rt.route_source = "intent_parser"
+    rt.timed("route", started)
+    return {"route": chosen}
+
+
+def plan(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """The planner agent (pass-through plan without a model)."""
+    rt = _rt(config)
+    started = time.perf_counter()
+    result = plan_question(
+        state.question,
+        rt.model,
+        collection=rt.ctx.collection,
+        max_retries=rt.max_retries,
+        usage=rt.usage,
+    )
+    rt.record("planner", result)
+    rt.timed("plan", started)
+    return {"plan": result.value}
+
+
+def decide(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """Join of route ∥ plan: report both decisions, then skip, decompose or retrieve."""
+    rt = _rt(config)
+    started = time.perf_counter()
+    rt.path.extend(["route", "plan", "decide"])
+    assert state.route is not None and state.plan is not None
+    r, p = state.route, state.plan
+    rt.think(
+        f"Route ({rt.route_source.replace('_', ' ')}): profile {r.retrieval_profile}, "
+        f"granularity {r.granularity}, follow references: {'yes' if r.graph_hint else 'no'}, "
+        f"query '{r.normalized_query}' (confidence {r.confidence:.2f}).",
+        agent="intent_parser" if "intent_parser" in rt.results else "router",
+        result=rt.results.get("intent_parser"),
+    )
+    extra = (
+        f"; complementary: {', '.join(repr(q) for q in p.complementary_queries)}"
+        if p.complementary_queries
+        else ""
+    )
+    rt.think(
+        f"Plan: {p.intent_class}, retrieval "
+        f"{'skipped (' + p.skip_retrieval + ')' if p.skip_retrieval != 'none' else 'needed'}, "
+        f"primary query '{p.primary_query}', multi-part: {'yes' if p.is_multi_part else 'no'}, "
+        f"strict grounding: {'yes' if p.strict_grounding else 'no'}{extra}.",
+        agent="planner",
+        result=rt.results.get("planner"),
+    )
+    update: dict[str, Any]
+    if p.skip_retrieval != "none":
+        update = {"next_step": "skip"}
+    elif p.is_multi_part:
+        update = {"next_step": "decompose"}
+    else:
+        # a pass-through plan leaves the query to the router's normalization
+        query = (
+            r.normalized_query
+            if _norm(p.primary_query) == _norm(state.question)
+            else (p.primary_query)
+        )
+        update = {
+            "next_step": "retrieve",
+            "targets": [state.question],
+            "verdicts": [None],
+            "query": query,
+        }
+    rt.timed("decide", started)
+    return update
+
+
+def skip(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """Answer without retrieval: clarify, hard block, or a conversational reply."""
+    rt = _rt(config)
+    started = time.perf_counter()
+    rt.path.append("skip")
+    assert state.plan is not None
+    mode = state.plan.skip_retrieval
+    if mode == "clarify":
+        draft = AnswerDraft(answer_text=state.plan.clarification, is_insufficient_context=True)
+    elif mode == "hard_block":
+        draft = AnswerDraft(
+            answer_text="I can't help with this request.", is_insufficient_context=True
+        )
+    else:
+        text = ""
+        if rt.model is not None:
+            try:
+                reply = rt.model.invoke(
+                    [SystemMessage(load_prompt("guided_direct")), HumanMessage(state.question)]
+                )
+                rt.usage(dict(getattr(reply, "usage_metadata", None) or {}))
+                content = reply.content
+                text = clean_answer_text(content if isinstance(content, str) else str(content))
+            except Exception as exc:
+                rt.think(f"The direct reply failed ({type(exc).__name__}); using a canned one.")
+        draft = AnswerDraft(
+            answer_text=text
+            or f"Hello! Ask me a question about the collection '{rt.ctx.collection}'."
+        )
+    rt.think(f"No retrieval ({mode}): answering directly.", agent="planner")
+    rt.timed("skip", started)
+    return {"draft": draft}
+
+
+def decompose(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """Split a multi-part question; each sub-question is then retrieved on its own."""
+    rt = _rt(config)
+    started = time.perf_counter()
+    rt.path.append("decompose")
+    assert state.plan is not None and state.route is not None
+    result = decompose_question(
+        state.question, rt.model, max_retries=rt.max_retries, usage=rt.usage
+    )
+    rt.record("decomposition", result)
+    subs = result.value.sub_questions
+    rt.decomposition = {
+        "applied": len(subs) >= 2,
+        "sub_questions": list(subs),
+        "synthesis_hint": result.value.synthesis_hint,
+        "path": result.path,
+    }
+    if len(subs) >= 2:
+        listing = " ".join(f"({i}) {q}" for i, q in enumerate(subs, 1))
+        rt.think(f"Decomposition: {len(subs)} sub-questions: {listing}", "decomposition", result)
+        targets, query = list(subs), _query_for(subs[0])
+    else:
+        rt.think(
+            "Decomposition: no usable split; retrieving the question whole.",
+            "decomposition",
+            result,
+        )
+        targets = [state.question]
+        p = state.plan
+        query = (
+            state.route.normalized_query
+            if _norm(p.primary_query) == _norm(state.question)
+            else p.primary_query
+        )
+    rt.timed("decompose", started)
+    return {
+        "next_step": "retrieve",
+        "targets": targets,
+        "verdicts": [None] * len(targets),
+        "target_index": 0,
+        "round": 0,
+        "query": query,
+    }
+
+
+def retrieve(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """``rag_search`` the current query (and, once per run, the complementary queries)."""
+    rt = _rt(config)
+    rt.path.append("retrieve")
+    if rt.expired():
+        return _timeout(rt, "retrieval")
+    started = time.perf_counter()
+    assert state.route is not None and state.plan is not None
+    top_k = top_k_for(state.route.retrieval_profile)
+    calls: list[tuple[str, dict[str, Any], ToolResult]] = []
+    args = {"query": state.query, "top_k": top_k}
+    result = rt.call_tool("rag_search", args)
+    calls.append(("rag_search", args, result))
+    sources = rt.target_sources.setdefault(state.target_index, [])
+    sources.extend(dict.fromkeys(c.source_id for c in result.chunks if c.source_id not in sources))
+    if not rt.complementary_done:
+        rt.complementary_done = True
+        for query in state.plan.complementary_queries:
+            extra_args = {"query": query, "top_k": top_k}
+            extra = rt.call_tool("rag_search", extra_args)
+            calls.append(("rag_search", extra_args, extra))
+            rt.complementary.append(query)
+            rt.shared_sources.extend(
+                c.source_id for c in extra.chunks if c.source_id not in rt.shared_sources
+            )
+    rt.act_step(calls)
+    rt.timed("retrieve", started)
+    return {"next_step": "evaluate"}
+
+
+def _advance(state: GuidedState) -> dict[str, Any]:
+    """After a (sub-)question is done: the next sub-question, else enrichment."""
+    nxt = state.target_index + 1
+    if nxt < len(state.targets):
+        return {
+            "next_step": "retrieve",
+            "target_index": nxt,
+            "round": 0,
+            "query": _query_for(state.targets[nxt]),
+        }
+    return {"next_step": "enrich"}
+
+
+def evaluate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """The CRAG evaluator on the current (sub-)question's evidence; refine or move on."""
+    rt = _rt(config)
+    rt.path.append("evaluate")
+    if rt.expired():
+        return _timeout(rt, "evaluation")
+    started = time.perf_counter()
+    index = state.target_index
+    target = state.targets[index]
+    evidence = rt.target_evidence(index, target)
+    result = evaluate_evidence(
+        target, evidence, rt.model, max_retries=rt.max_retries, usage=rt.usage
+    )
+    rt.record("crag_evaluator", result)
+    verdict = result.value
+    rt.crag.append(
+        {
+            "round": state.round,
+            "verdict": verdict.verdict,
+            "missing_information": verdict.missing_information,
+            "query": state.query,
+            "question": target,
+            "rationale": verdict.rationale,
+            "path": result.path,
+        }
+    )
+    verdicts = list(state.verdicts) or [None] * len(state.targets)
+    verdicts[index] = verdict
+    about = f" for '{target}'" if len(state.targets) > 1 else ""
+    detail = (
+        f"missing: {verdict.missing_information}"
+        if verdict.verdict != "SUFFICIENT"
+        else verdict.rationale or "the evidence answers the question"
+    )
+    note = ""
+    update: dict[str, Any] = {"verdicts": verdicts}
+    if verdict.verdict != "SUFFICIENT" and state.round < rt.max_refinements:
+        update["next_step"] = "refine"
+        note = " I will refine the query."
+    else:
+        if verdict.verdict != "SUFFICIENT":
+            note = f" Refinement budget spent ({state.round}/{rt.max_refinements}); moving on."
+        update.update(_advance(state))
+    rt.think(
+        f"CRAG verdict{about}: {verdict.verdict} — {detail} "
+        f"(round {state.round}, query '{state.query}').{note}",
+        "crag_evaluator",
+        result,
+    )
+    rt.timed("evaluate", started)
+    return update
+
+
+def refine(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """The refinement agent: a new query from the evaluator's gap hint."""
+    rt = _rt(config)
+    rt.path.append("refine")
+    if rt.expired():
+        return _timeout(rt, "refinement")
+    started = time.perf_counter()
+    verdict = state.verdicts[state.target_index]
+    assert verdict is not None
+    target = state.targets[state.target_index]
+    result = refine_query(
+        target,
+        verdict,
+        list(rt.ctx.searches),
+        rt.model,
+        max_retries=rt.max_retries,
+        usage=rt.usage,
+    )
+    rt.record("refinement", result)
+    query = result.value.refined_query
+    if _norm(query) in {_norm(q) for q in rt.ctx.searches}:
+        rt.think(
+            f"Refinement: '{query}' repeats an earlier search; no new evidence to gain, moving on.",
+            "refinement",
+            result,
+        )
+        update = _advance(state)
+    else:
+        rt.refinements += 1
+        rt.think(
+            f"Refinement (round {state.round + 1}): searching '{query}' — "
+            f"{result.value.rationale or 'targets the missing information'}",
+            "refinement",
+            result,
+        )
+        update = {"next_step": "retrieve", "query": query, "round": state.round + 1}
+    rt.timed("refine", started)
+    return update
+
+
+def _generation_evidence(rt: _Run, state: GuidedState) -> list[EvidenceSection]:
+    """Top sections per (sub-)question first, then the rest ranked for the whole question."""
+    order: list[str] = []
+    for index, target in enumerate(state.targets):
+        among = [*rt.target_sources.get(index, []), *rt.shared_sources]
+        order.extend(rt.ranked(target, among)[:3])
+    order.extend(rt.ranked(state.question))
+    ids = list(dict.fromkeys(order))[:MAX_GENERATION_SECTIONS]
+    return [rt.section(sid) for sid in ids]
+
+
+def enrich(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """Read the top sections, follow their references (graph hint), outline (document)."""
+    rt = _rt(config)
+    rt.path.append("enrich")
+    if rt.expired():
+        return _timeout(rt, "enrichment")
+    started = time.perf_counter()
+    assert state.route is not None and state.plan is not None
+    if state.verdicts and _aggregate(state.verdicts) == "INSUFFICIENT":
+        rt.think("Enrichment skipped: the evidence does not answer the question.")
+        rt.timed("enrich", started)
+        return {"evidence": _generation_evidence(rt, state), "next_step": "generate"}
+    top: list[str] = []
+    for index, target in enumerate(state.targets):
+        among = [*rt.target_sources.get(index, []), *rt.shared_sources]
+        top.extend(rt.ranked(target, among)[:READ_PER_TARGET])
+    top = list(dict.fromkeys(top))[:MAX_READS]
+    to_read = [sid for sid in top if sid not in rt.ctx.read]
+    to_follow: list[str] = []
+    if state.route.graph_hint:
+        to_follow = [
+            sid
+            for sid in top
+            if sid not in rt.ctx.followed
+            and any(r.target_id for c in rt.ctx.retrieved.get(sid, []) for r in c.references)
+        ][:MAX_FOLLOWS]
+    outline_of = top[0] if state.route.granularity == "document" and top else None
+    plan_parts = []
+    if to_read:
+        plan_parts.append("reading " + ", ".join(to_read))
+    if to_follow:
+        plan_parts.append("following the cross-references of " + ", ".join(to_follow))
+    elif state.route.graph_hint:
+        plan_parts.append("no cross-references to follow in the top sections")
+    if outline_of:
+        plan_parts.append(f"outlining around {outline_of}")
+    calls: list[tuple[str, dict[str, Any], ToolResult]] = []
+    if to_read or to_follow or outline_of:
+        rt.think("Enrichment: " + "; ".join(plan_parts) + ".", agent="router")
+        for sid in to_read:
+            args = {"source_id": sid}
+            calls.append(("read_section", args, rt.call_tool("read_section", args)))
+        for sid in to_follow:
+            args = {"source_id": sid}
+            calls.append(("follow_references", args, rt.call_tool("follow_references", args)))
+        if outline_of:
+            args = {"target": outline_of}
+            calls.append(("outline", args, rt.call_tool("outline", args)))
+        rt.act_step(calls)
+    evidence = _generation_evidence(rt, state)
+    tokens = approx_tokens(" ".join(e.text for e in evidence))
+    threshold = rt.token_budget // 2 if state.plan.needs_compression else rt.token_budget
+    rt.compression = {"applied": False, "tokens_before": tokens, "tokens_after": tokens}
+    rt.timed("enrich", started)
+    return {"evidence": evidence, "next_step": "compress" if tokens > threshold else "generate"}
+
+
+def compress(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """Cut the evidence to the token budget (compression agent or sentence filter)."""
+    rt = _rt(config)
+    rt.path.append("compress")
+    started = time.perf_counter()
+    q_terms = set(terms(state.question))
+    for target in state.targets:
+        q_terms.update(terms(target))
+    budget = (
+        rt.token_budget // 2 if state.plan and state.plan.needs_compression else (rt.token_budget)
+    )
+    result = compress_evidence(
+        state.question,
+        q_terms,
+        state.evidence,
+        budget,
+        rt.model,
+        max_retries=rt.max_retries,
+        usage=rt.usage,
+    )
+    rt.record("compression", result)
+    titles = {e.source_id: e.title for e in state.evidence}
+    evidence = [
+        EvidenceSection(source_id=p.source_id, title=titles.get(p.source_id, ""), text=p.text)
+        for p in result.value.passages
+    ]
+    before = rt.compression["tokens_before"]
+    after = approx_tokens(" ".join(e.text for e in evidence))
+    rt.compression = {
+        "applied": True,
+        "tokens_before": before,
+        "tokens_after": after,
+        "budget": budget,
+        "path": result.path,
+    }
+    rt.think(
+        f"Compression: evidence cut from ~{before} to ~{after} tokens "
+        f"({len(evidence)} sections kept, budget {budget}).",
+        "compression",
+        result,
+    )
+    rt.timed("compress", started)
+    return {"evidence": evidence, "next_step": "generate"}
+
+
+def _insufficient(rt: _Run, state: GuidedState) -> AnswerDraft:
+    closest = ", ".join(rt.ranked(state.question)[:3]) or "none"
+    gaps = "; ".join(v.missing_information for v in state.verdicts if v is not None)
+    return AnswerDraft(
+        answer_text=(
+            "The knowledge base does not contain enough information to answer this question"
+            + (f" (missing: {gaps})" if gaps else "")
+            + f". The closest sections found ({closest}) do not cover it."
+        ),
+        is_insufficient_context=True,
+    )
+
+
+def _heuristic_draft(rt: _Run, state: GuidedState) -> AnswerDraft:
+    """``compose_answer`` on the question, or one per sub-question, synthesized."""
+    if len(state.targets) < 2:
+        return compose_answer(state.question, rt.ctx)
+    parts = [(sub, compose_answer(sub, rt.ctx)) for sub in state.targets]
+    if all(d.is_insufficient_context for _, d in parts):
+        return compose_answer(state.question, rt.ctx)
+    lines, points, cited = [], [], []
+    for sub, d in parts:
+        if d.is_insufficient_context:
+            lines.append(f"{sub} The knowledge base does not answer this part.")
+            continue
+        lines.append(f"{sub}\n{d.answer_text}")
+        points.extend(d.key_points)
+        cited.extend(d.citations)
+    return AnswerDraft(
+        answer_text="\n\n".join(lines),
+        key_points=points[:5],
+        citations=list(dict.fromkeys(cited)),
+        is_insufficient_context=False,
+    )
+
+
+def _with_gaps(draft: AnswerDraft, state: GuidedState) -> AnswerDraft:
+    """Say, in an extractive answer, what the evaluator found missing (PARTIAL verdicts)."""
+    gaps = [v.missing_information for v in state.verdicts if v and v.verdict == "PARTIAL"]
+    if draft.is_insufficient_context or not gaps:
+        return draft
+    note = "Not covered by the retrieved sections: " + "; ".join(dict.fromkeys(gaps)) + "."
+    return draft.model_copy(update={"answer_text": f"{draft.answer_text}\n{note}"})
+
+
+def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """The answer draft: structured model output, or the extractive heuristic."""
+    rt = _rt(config)
+    rt.path.append("generate")
+    started = time.perf_counter()
+    overall = _aggregate(state.verdicts) if state.verdicts else "PARTIAL"
+    if state.stop_status is None and overall == "INSUFFICIENT":
+        rt.think(
+            "Generation: the evaluator found the evidence insufficient after "
+            f"{rt.refinements} refinement(s); answering 'insufficient context'.",
+            agent="generator",
+        )
+        draft = _insufficient(rt, state)
+    elif rt.model is None or state.stop_status is not None:
+        draft = _with_gaps(_heuristic_draft(rt, state), state)
+        rt.think(
+            "Generation (extractive): "
+            + (
+                "answering from the evidence"
+                if not draft.is_insufficient_context
+                else "the evidence does not answer the question"
+            )
+            + ".",
+            agent="generator",
+        )
+    else:
+        evidence = state.evidence or _generation_evidence(rt, state)
+        notes = []
+        if len(state.targets) > 1:
+            subs = "\n".join(f"- {q}" for q in state.targets)
+            hint = rt.decomposition.get("synthesis_hint") or "Answer each part."
+            notes.append(f"Sub-questions (answer each, citing across them):\n{subs}\n{hint}")
+        gaps = [v.missing_information for v in state.verdicts if v and v.verdict != "SUFFICIENT"]
+        if gaps:
+            notes.append(
+                "The evidence evaluator found gaps (" + "; ".join(gaps) + "): say what the "
+                "evidence does not cover."
+            )
+        assert state.plan is not None
+        result = generate_draft(
+            state.question,
+            evidence,
+            rt.model,
+            fallback=lambda: _heuristic_draft(rt, state),
+            notes=notes,
+            strict_grounding=state.plan.strict_grounding,
+            max_retries=rt.max_retries,
+            usage=rt.usage,
+        )
+        rt.record("generator", result)
+        draft = result.value
+        rt.think(
+            f"Generation: answer drafted from {len(evidence)} sections"
+            + (" (fallback: extractive)" if not result.from_model else "")
+            + ".",
+            "generator",
+            result,
+        )
+    rt.timed("generate", started)
+    return {"draft": draft}
+
+
+def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
+    """Validate citations, set the status, emit the one ``answer`` event."""
+    rt = _rt(config)
+    rt.path.append("finalize")
+    started = time.perf_counter()
+    draft = state.draft or compose_answer(state.question, rt.ctx)
+    answer, removed = validate_citations(draft, rt.ctx.retrieved)
+    rt.removed.extend(removed)
+    if state.stop_status is not None:
+        status = state.stop_status
+    elif answer.is_insufficient_context:
+        status = RunStatus.INSUFFICIENT_CONTEXT
+    else:
+        status = RunStatus.COMPLETED
+    rt.emitter.emit(AnswerEvent(answer=answer, status=status.value))
+    rt.steps.append(
+        AgentStep(
+            step_type=AgentStepType.FINAL,
+            content=answer.answer_text,
+            reasoning=f"status={status.value}; removed citations: "
+            + (", ".join(f"{r.source_id} ({r.reason})" for r in removed) or "none"),
+        )
+    )
+    rt.timed("finalize", started)
+    return {"final_answer": answer, "status": status}
+
+
+def _next(state: GuidedState) -> str:
+    return state.next_step
+
+
+def build_guided_graph():  # type: ignore[no-untyped-def]
+    """Compile the guided graph (see the module docstring for its shape)."""
+    graph = StateGraph(GuidedState)
+    for name, node in (
+        ("route", route),
+        ("plan", plan),
+        ("decide", decide),
+        ("skip", skip),
+        ("decompose", decompose),
+        ("retrieve", retrieve),
+        ("evaluate", evaluate),
+        ("refine", refine),
+        ("enrich", enrich),
+        ("compress", compress),
+        ("generate", generate),
+        ("finalize", finalize),
+    ):
+        graph.add_node(name, node)
+    graph.add_edge(START, "route")
+    graph.add_edge(START, "plan")
+    graph.add_edge(["route", "plan"], "decide")
+    graph.add_conditional_edges(
+        "decide", _next, {"skip": "skip", "decompose": "decompose", "retrieve": "retrieve"}
+    )
+    graph.add_edge("skip", "finalize")
+    graph.add_conditional_edges("decompose", _next, {"retrieve": "retrieve"})
+    graph.add_conditional_edges("retrieve", _next, {"evaluate": "evaluate", "generate": "generate"})
+    graph.add_conditional_edges(
+        "evaluate",
+        _next,
+        {"refine": "refine", "retrieve": "retrieve", "enrich": "enrich", "generate": "generate"},
+    )
+    graph.add_conditional_edges(
+        "refine",
+        _next,
+        {"retrieve": "retrieve", "enrich": "enrich", "generate": "generate"},
+    )
+    graph.add_conditional_edges("enrich", _next, {"compress": "compress", "generate": "generate"})
+    graph.add_edge("compress", "generate")
+    graph.add_edge("generate", "finalize")
+    graph.add_edge("finalize", END)
+    return graph.compile()
+
+
+class GuidedRuntime:
+    """The guided ("constrained runtime") mode: one compiled graph, reusable across runs.
+
+    Thread-safe: per-run state lives in the graph state and a per-run record object.
+    """
+
+    def __init__(self) -> None:
+        self._graph = build_guided_graph()
+
+    def run(
+        self,
+        question: str,
+        ctx: RunContext,
+        tools: ToolRegistry,
+        emitter: EventEmitter,
+        model: BaseChatModel | None,
+        *,
+        max_refinements: int = DEFAULT_MAX_REFINEMENTS,
+        deadline: float | None = None,
+        max_retries: int = 2,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        use_intent_parser: bool = True,
+    ) -> GuidedResult:
+        """Answer ``question`` with the guided graph.
+
+        Args:
+            question: the user's question (non-empty).
+            ctx: the run's context (collection, retrieved chunks — what citations may name).
+            tools: the tools (``rag_search`` required; ``read_section``,
+                ``follow_references``, ``outline`` used when present).
+            emitter: receives observe / think / tool_call / tool_result / answer events;
+                the caller emits the terminal ``done`` / ``error`` event.
+            model: the chat model for the agents, or ``None`` (every agent uses its
+                heuristic fallback: deterministic, offline).
+            max_refinements: refinement rounds allowed per (sub-)question (≥ 0).
+            deadline: ``time.monotonic()`` value past which no further retrieval or model
+                call starts (status ``timeout``, answer from the evidence so far).
+            max_retries: corrections per agent call after an invalid structured output.
+            token_budget: approximate evidence tokens before compression applies (half of
+                it when the plan sets ``needs_compression``).
+            use_intent_parser: call the LLM intent parser (with a model) before routing.
+
+        Returns:
+            A :class:`GuidedResult` with exactly one answer. Never raises: a failure of the
+            graph itself gives status ``error``, an explanatory answer, and ``error`` set.
+        """
+        question = question.strip()
+        rt = _Run(
+            question=question,
+            ctx=ctx,
+            tools=tools,
+            emitter=emitter,
+            model=model,
+            deadline=deadline,
+            max_refinements=max(0, max_refinements),
+            max_retries=max(0, max_retries),
+            token_budget=max(1, token_budget),
+            use_intent_parser=use_intent_parser,
+        )
+        started = time.perf_counter()
+        rt.observe(
+            f"Question: {question} | collection: {ctx.collection} | "
+            f"tools: {', '.join(tools.names)} | runtime: guided"
+        )
+        limit = 3 * 4 * (rt.max_refinements + 1) + 30
+        error: str | None = None
+        final: dict[str, Any] = {}
+        try:
+            final = self._graph.invoke(
+                GuidedState(question=question),
+                config={"configurable": {"guided_run": rt}, "recursion_limit": limit},
+            )
+            answer: GeneratedAnswer = final["final_answer"]
+            status: RunStatus = final["status"]
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            answer = GeneratedAnswer(
+                answer_text=f"The run failed before an answer could be written ({error}).",
+                is_insufficient_context=True,
+            )
+            status = RunStatus.ERROR
+            if not any(e.type == "answer" for e in emitter.events):
+                emitter.emit(AnswerEvent(answer=answer, status=status.value))
+        total_ms = (time.perf_counter() - started) * 1e3
+        route_value = final.get("route")
+        plan_value = final.get("plan")
+        trace: dict[str, Any] = {
+            "mode": "guided",
+            "planner_runtime": "llm" if model is not None else "heuristic",
+            "planner_run_id": uuid.uuid4().hex,
+            "planner_path": list(rt.path),
+            "tool_trace": list(rt.tool_trace),
+            "output_validation_retries": dict(rt.retries),
+            "agentic": {
+                "crag": list(rt.crag),
+                "complementary": list(rt.complementary),
+                "compression": dict(rt.compression),
+                "decomposition": dict(rt.decomposition),
+            },
+            "timings_ms": {
+                "total": round(total_ms, 1),
+                **{k: round(v, 1) for k, v in rt.stage_ms.items()},
+            },
+            "agents": list(rt.agent_calls),
+            "route": {
+                "source": rt.route_source,
+                **(route_value.model_dump() if route_value else {}),
+            },
+            "plan": plan_value.model_dump() if plan_value else None,
+            "refinements": rt.refinements,
+            "max_refinements": rt.max_refinements,
+            "citations_removed": [r.model_dump() for r in rt.removed],
+            "retrieved_source_ids": list(ctx.retrieved),
+            "token_usage": dict(ctx.usage),
+            "error": error,
+        }
+        return GuidedResult(
+            answer=answer,
+            status=status,
+            steps=list(rt.steps),
+            removed_citations=list(rt.removed),
+            trace=trace,
+            error=error,
+        )

@@ -1,0 +1,672 @@
+"""The guided runtime: structured agents (scripted models), fallbacks, and the control graph."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from sleuth.agents.answer import AnswerDraft
+from sleuth.agents.events import EventEmitter
+from sleuth.agents.guided import GuidedResult, GuidedRuntime
+from sleuth.agents.guided.agents import (
+    EvidenceSection,
+    approx_tokens,
+    compress_evidence,
+    decompose_question,
+    evaluate_evidence,
+    generate_draft,
+    heuristic_compression,
+    heuristic_decomposition,
+    heuristic_plan,
+    heuristic_refinement,
+    heuristic_route,
+    heuristic_verdict,
+    is_multi_part,
+    parse_intent,
+    plan_question,
+    refine_query,
+)
+from sleuth.agents.guided.schemas import CragVerdict, Plan
+from sleuth.agents.guided.structured import call_structured
+from sleuth.agents.state import RunStatus
+from sleuth.app import Sleuth
+from sleuth.llm.testing import ScriptedChatModel, final, tool_call
+from sleuth.retrieval.text import sentences, terms
+from sleuth.tools.base import RunContext, ToolRegistry
+from sleuth.tools.rag import build_rag_tools
+from tests.helpers import STATUTE_SECTIONS, make_app
+
+MURDER = "What is the punishment for murder?"
+TWO_PART = "What is the punishment for murder and what is theft?"
+TRACE_KEYS = {
+    "planner_runtime",
+    "planner_run_id",
+    "planner_path",
+    "tool_trace",
+    "output_validation_retries",
+    "agentic",
+    "timings_ms",
+}
+AGENT_TOOLS = (
+    "intent_parse",
+    "plan",
+    "crag_verdict",
+    "refine_query",
+    "decompose",
+    "compress_context",
+    "final_answer",
+)
+
+EVIDENCE = [
+    EvidenceSection(
+        source_id=sid, title=f"Test Act > Section {sid.split('_S')[-1]}. {title}", text=text
+    )
+    for sid, (title, text) in STATUTE_SECTIONS.items()
+]
+
+
+FALLBACK_DRAFT = AnswerDraft(answer_text="extractive fallback", is_insufficient_context=True)
+
+# ---------------------------------------------------------------- helpers
+
+
+class AgentScript:
+    """A scripted model for a whole guided run: one queue of replies per agent.
+
+    Each call is routed by the agent tool named in the system prompt (```plan```,
+    ```crag_verdict```...); a dict reply becomes a call of that tool; the last reply of a
+    queue repeats. ``seen[agent]`` keeps the messages each agent received.
+    """
+
+    def __init__(self, **queues: list[Any]) -> None:
+        self.queues = {name: list(replies) for name, replies in queues.items()}
+        self.seen: dict[str, list[list[BaseMessage]]] = defaultdict(list)
+        self.model = ScriptedChatModel([self], repeat_last=True)
+
+    def __call__(self, messages: list[BaseMessage]) -> AIMessage:
+        system = str(messages[0].content)
+        name = next((n for n in AGENT_TOOLS if f"`{n}`" in system), "direct")
+        self.seen[name].append(messages)
+        queue = self.queues[name]
+        reply = queue.pop(0) if len(queue) > 1 else queue[0]
+        if callable(reply) and not isinstance(reply, BaseMessage):
+            reply = reply(messages)
+        if isinstance(reply, dict):
+            return tool_call(name, reply)
+        return reply if isinstance(reply, AIMessage) else AIMessage(content=str(reply))
+
+
+def run_guided(
+    app: Sleuth, question: str, model: Any = None, **kwargs: Any
+) -> tuple[GuidedResult, list[Any], RunContext]:
+    events: list[Any] = []
+    emitter = EventEmitter("task-1", [events.append])
+    ctx = RunContext(collection="test")
+    tools = ToolRegistry(build_rag_tools(app.kb))
+    kwargs.setdefault("deadline", time.monotonic() + 60)
+    result = GuidedRuntime().run(question, ctx, tools, emitter, model, **kwargs)
+    return result, events, ctx
+
+
+def searches(result: GuidedResult) -> list[str]:
+    return [c["arguments"]["query"] for c in result.tool_calls if c["tool"] == "rag_search"]
+
+
+def thoughts(events: list[Any]) -> list[str]:
+    return [e.content for e in events if e.type == "think"]
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Sleuth:
+    return make_app(tmp_path)
+
+
+# ---------------------------------------------------------------- each agent: 3 paths
+
+AgentCall = Callable[[Any, int], Any]
+
+CASES: dict[str, tuple[str, AgentCall, dict[str, Any], dict[str, Any], Any]] = {
+    "intent_parser": (
+        "intent_parse",
+        lambda m, n: parse_intent(MURDER, m, max_retries=n),
+        {
+            "retrieval_profile": "balanced",
+            "normalized_query": "murder punishment",
+            "graph_hint": False,
+            "granularity": "passage",
+            "confidence": 0.8,
+        },
+        {
+            "retrieval_profile": "balanced",
+            "normalized_query": "murder",
+            "graph_hint": False,
+            "granularity": "passage",
+            "confidence": 1.7,
+        },
+        heuristic_route(MURDER),
+    ),
+    "planner": (
+        "plan",
+        lambda m, n: plan_question(MURDER, m, max_retries=n),
+        {"intent_class": "documentary", "primary_query": "murder punishment"},
+        # output validator: llm_only is for conversational messages only
+        {"intent_class": "documentary", "skip_retrieval": "llm_only", "primary_query": "x"},
+        heuristic_plan(MURDER),
+    ),
+    "crag_evaluator": (
+        "crag_verdict",
+        lambda m, n: evaluate_evidence(MURDER, EVIDENCE[:1], m, max_retries=n),
+        {"verdict": "partial", "missing_information": "punishment", "rationale": "no penalty"},
+        {"verdict": "PARTIAL", "missing_information": ""},  # a gap verdict needs its gap
+        heuristic_verdict(MURDER, EVIDENCE[:1]),
+    ),
+    "refinement": (
+        "refine_query",
+        lambda m, n: refine_query(
+            MURDER,
+            CragVerdict(verdict="PARTIAL", missing_information="punishment"),
+            ["murder"],
+            m,
+            max_retries=n,
+        ),
+        {"refined_query": "punishment for murder", "rationale": "target the penalty"},
+        {"refined_query": "Murder"},  # repeats a query already tried
+        heuristic_refinement(MURDER, "punishment", ["murder"]),
+    ),
+    "decomposition": (
+        "decompose",
+        lambda m, n: decompose_question(TWO_PART, m, max_retries=n),
+        {"sub_questions": ["What is the punishment for murder?", "What is theft?"]},
+        {"sub_questions": ["What is the punishment for murder and theft?"]},
+        heuristic_decomposition(TWO_PART),
+    ),
+    "compression": (
+        "compress_context",
+        lambda m, n: compress_evidence(MURDER, set(terms(MURDER)), EVIDENCE, 200, m, max_retries=n),
+        {
+            "passages": [
+                {
+                    "source_id": "BNS_S103",
+                    "text": "(1) Whoever commits murder shall be punished with death or "
+                    "imprisonment for life, and shall also be liable to fine.",
+                }
+            ]
+        },
+        {"passages": [{"source_id": "BNS_S103", "text": "Murderers get life in prison."}]},
+        heuristic_compression(set(terms(MURDER)), EVIDENCE, 200),
+    ),
+    "generator": (
+        "final_answer",
+        lambda m, n: generate_draft(
+            MURDER,
+            EVIDENCE,
+            m,
+            max_retries=n,
+            fallback=lambda: FALLBACK_DRAFT,
+        ),
+        {"answer_text": "Death or imprisonment for life [BNS_S103].", "citations": ["BNS_S103"]},
+        {"answer_text": "Death [XYZ_S1].", "citations": ["XYZ_S1"]},  # not in the evidence
+        FALLBACK_DRAFT,
+    ),
+}
+
+
+@pytest.mark.parametrize("agent", list(CASES))
+def test_agent_valid_output_is_used_on_the_first_call(agent: str) -> None:
+    tool, call, valid, _, _ = CASES[agent]
+    model = ScriptedChatModel([tool_call(tool, valid)])
+    result = call(model, 2)
+    assert result.path == "llm" and result.retries == 0 and result.errors == []
+    assert model.call_tool_names == [[tool]]  # the schema is the only tool, forced by name
+    for key, value in valid.items():
+        got = getattr(result.value, key)
+        if isinstance(value, str) and key == "verdict":
+            value = value.upper()
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            got = [p.model_dump() for p in got]
+        assert got == value
+
+
+@pytest.mark.parametrize("agent", list(CASES))
+def test_agent_invalid_then_valid_output_is_corrected_after_one_retry(agent: str) -> None:
+    tool, call, valid, invalid, _ = CASES[agent]
+    model = ScriptedChatModel([tool_call(tool, invalid), tool_call(tool, valid)])
+    result = call(model, 2)
+    assert result.path == "llm_after_retry"
+    assert result.retries == 1
+    assert len(result.errors) == 1 and tool in result.errors[0]
+    # the model saw its mistake: the second request answers the bad call with the error
+    feedback = [m for m in model.calls[1] if isinstance(m, ToolMessage)]
+    assert feedback and "Please fix your mistakes" in str(feedback[-1].content)
+
+
+@pytest.mark.parametrize("agent", list(CASES))
+def test_agent_always_invalid_output_falls_back_after_max_retries(agent: str) -> None:
+    tool, call, _, invalid, expected = CASES[agent]
+    model = ScriptedChatModel([tool_call(tool, invalid)], repeat_last=True)
+    result = call(model, 2)
+    assert result.path == "fallback"
+    assert result.retries == 2
+    assert len(model.calls) == 3 and len(result.errors) == 3
+    assert result.value == expected
+
+
+@pytest.mark.parametrize("agent", list(CASES))
+def test_agent_without_a_model_uses_its_heuristic(agent: str) -> None:
+    _, call, _, _, expected = CASES[agent]
+    result = call(None, 2)
+    assert (result.path, result.retries, result.value) == ("fallback", 0, expected)
+
+
+# ---------------------------------------------------------------- structured bridge
+
+
+def test_json_in_plain_content_is_accepted_leniently() -> None:
+    reply = final(
+        "Here is the verdict:\n```json\n{'verdict': 'SUFFICIENT', rationale: 'all there',}\n```"
+    )
+    result = call_structured(
+        ScriptedChatModel([reply]),
+        CragVerdict,
+        [HumanMessage("judge")],
+        fallback=lambda: CragVerdict(verdict="INSUFFICIENT", missing_information="x"),
+    )
+    assert result.path == "llm"
+    assert result.value.verdict == "SUFFICIENT"
+
+
+def test_broken_json_arguments_are_repaired_or_sent_back() -> None:
+    model = ScriptedChatModel(
+        [
+            tool_call("plan", '["not", "an", "object"]'),
+            tool_call("plan", '{"intent_class": "documentary", "primary_query": "murder"'),
+        ]
+    )
+    result = call_structured(
+        model, Plan, [HumanMessage("plan")], name="plan", fallback=lambda: heuristic_plan("q")
+    )
+    assert result.path == "llm_after_retry" and result.retries == 1
+    assert result.value.primary_query == "murder"
+    assert "not a valid JSON object" in result.errors[0]
+
+
+def test_a_model_error_goes_to_the_fallback_without_retrying() -> None:
+    def explode(_messages: list[BaseMessage]) -> AIMessage:
+        raise ConnectionError("model server unreachable")
+
+    model = ScriptedChatModel([explode], repeat_last=True)
+    result = plan_question(MURDER, model)
+    assert result.path == "fallback" and result.retries == 0
+    assert "unreachable" in result.errors[0]
+    assert len(model.calls) == 1
+    assert result.value == heuristic_plan(MURDER)
+
+
+# ---------------------------------------------------------------- heuristics
+
+
+def test_heuristic_refinement_is_driven_by_the_gap_hint() -> None:
+    refined = heuristic_refinement("What is the punishment for arson?", "arson", [])
+    assert refined.refined_query == "punishment arson arson"  # key phrase + gap hint
+    again = heuristic_refinement(
+        "What is the punishment for arson?", "arson", ["punishment arson arson"]
+    )
+    assert again.refined_query == "arson"
+
+
+def test_heuristic_verdict_thresholds_and_missing_terms() -> None:
+    assert heuristic_verdict(MURDER, EVIDENCE).verdict == "SUFFICIENT"
+    partial = heuristic_verdict("What is the punishment for arson?", EVIDENCE)
+    assert (partial.verdict, partial.missing_information) == ("PARTIAL", "arson")
+    none = heuristic_verdict("What is the capital of France?", EVIDENCE)
+    assert none.verdict == "INSUFFICIENT" and none.missing_information == "capital france"
+    assert heuristic_verdict(MURDER, []).verdict == "INSUFFICIENT"
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        (MURDER, []),
+        (TWO_PART, ["What is the punishment for murder?", "What is theft?"]),
+        ("What is murder? What is theft?", ["What is murder?", "What is theft?"]),
+        (
+            "What is the difference between murder and culpable homicide?",
+            ["What is murder?", "What is culpable homicide?"],
+        ),
+        (
+            "What is the punishment for murder and culpable homicide?",
+            ["What is the punishment for murder?", "What is the punishment for culpable homicide?"],
+        ),
+        ("What are the rights and duties of a citizen?", []),
+        ("Explain section 101 on murder and punishment in simple terms", []),
+    ],
+)
+def test_heuristic_decomposition(question: str, parts: list[str]) -> None:
+    assert is_multi_part(question) is bool(parts)
+    assert heuristic_decomposition(question).sub_questions == parts
+
+
+def test_heuristic_router_is_deterministic() -> None:
+    named = heuristic_route("What does section 103 of the Act say?")
+    assert (named.retrieval_profile, named.graph_hint, named.granularity) == (
+        "precise",
+        True,
+        "section",
+    )
+    assert named.normalized_query == "What does section 103 of the Act say?"
+    plain = heuristic_route(MURDER)
+    assert (plain.retrieval_profile, plain.graph_hint, plain.normalized_query) == (
+        "balanced",
+        False,
+        "punishment murder",
+    )
+    assert heuristic_route("Give an overview of the chapters").granularity == "document"
+
+
+def test_heuristic_compression_keeps_question_sentences_within_budget() -> None:
+    q_terms = set(terms(MURDER))
+    out = heuristic_compression(q_terms, EVIDENCE, 40)
+    text = " ".join(p.text for p in out.passages)
+    assert approx_tokens(text) <= 40
+    assert [p.source_id for p in out.passages] == ["BNS_S103"]
+    for sentence in sentences(text):
+        assert q_terms & set(terms(sentence))
+
+
+# ---------------------------------------------------------------- runtime, offline
+
+
+def test_heuristic_guided_run_answers_murder_with_citation(app: Sleuth) -> None:
+    result, events, ctx = run_guided(app, MURDER)
+    assert result.status == RunStatus.COMPLETED
+    assert result.answer.citations[0].source_id == "BNS_S103"
+    assert "death or imprisonment for life" in result.answer.answer_text
+    trace = result.trace
+    assert set(trace) >= TRACE_KEYS
+    assert trace["planner_runtime"] == "heuristic"
+    assert re.fullmatch(r"[0-9a-f]{32}", trace["planner_run_id"])
+    assert trace["planner_path"][:3] == ["route", "plan", "decide"]
+    assert trace["planner_path"][-2:] == ["generate", "finalize"]
+    assert {"retrieve", "evaluate", "enrich"} <= set(trace["planner_path"])
+    assert set(trace["agentic"]) >= {"crag", "complementary", "compression", "decomposition"}
+    assert trace["agentic"]["crag"][0]["verdict"] == "SUFFICIENT"
+    assert set(trace["agentic"]["crag"][0]) >= {"round", "verdict", "missing_information", "query"}
+    assert set(trace["agentic"]["compression"]) >= {"applied", "tokens_before", "tokens_after"}
+    assert trace["output_validation_retries"] == {"planner": 0, "crag_evaluator": 0}
+    for call in trace["tool_trace"]:
+        assert set(call) == {"tool", "arguments", "ok", "status", "duration_ms"}
+    tools = [c["tool"] for c in trace["tool_trace"]]
+    assert tools[0] == "rag_search" and "read_section" in tools
+    assert trace["timings_ms"]["total"] > 0 and "retrieve" in trace["timings_ms"]
+    assert set(trace["retrieved_source_ids"]) == set(ctx.retrieved)
+    assert any(t.startswith("CRAG verdict: SUFFICIENT") for t in thoughts(events))
+
+
+def test_events_have_increasing_seq_and_the_right_order(app: Sleuth) -> None:
+    result, events, _ = run_guided(app, MURDER)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert {e.task_id for e in events} == {"task-1"}
+    types = [e.type for e in events]
+    assert types[0] == "observe"
+    assert types[1:3] == ["think", "think"]  # route, then plan
+    assert types.index("think") < types.index("tool_call")
+    assert types[-1] == "answer" and types.count("answer") == 1
+    calls = [e for e in events if e.type == "tool_call"]
+    assert len(calls) == len(result.tool_calls)
+    for i, event in enumerate(events):  # every tool_call is answered by its tool_result
+        if event.type == "tool_call":
+            assert events[i + 1].type == "tool_result"
+            assert events[i + 1].call_id == event.call_id
+    crag = next(i for i, t in enumerate(types) if t == "think" and "CRAG" in events[i].content)
+    assert types.index("tool_result") < crag  # judged after retrieving
+    steps = [s.step_type for s in result.steps]
+    assert steps[0] == "observe" and steps[-1] == "final" and steps.count("final") == 1
+
+
+def test_offline_refinement_uses_the_gap_hint(app: Sleuth) -> None:
+    result, events, _ = run_guided(app, "What is the punishment for arson?", max_refinements=1)
+    crag = result.trace["agentic"]["crag"]
+    assert crag[0]["verdict"] == "PARTIAL" and crag[0]["missing_information"] == "arson"
+    assert searches(result) == ["punishment arson", "punishment arson arson"]
+    assert len(crag) == 2  # max_refinements=1: one refinement, then move on
+    assert "arson" in result.answer.answer_text  # the gap is stated in the answer
+    assert any("CRAG verdict: PARTIAL — missing: arson" in t for t in thoughts(events))
+
+
+def test_offline_unanswerable_question_is_insufficient_context(app: Sleuth) -> None:
+    result, _, _ = run_guided(app, "What is the capital of France?")
+    assert result.status == RunStatus.INSUFFICIENT_CONTEXT
+    assert result.answer.is_insufficient_context and result.answer.citations == []
+    assert len(result.trace["agentic"]["crag"]) == 3  # 1 + max_refinements rounds
+    assert "read_section" not in [c["tool"] for c in result.tool_calls]
+
+
+def test_offline_decomposition_retrieves_each_sub_question(app: Sleuth) -> None:
+    result, events, _ = run_guided(app, TWO_PART)
+    decomposition = result.trace["agentic"]["decomposition"]
+    assert decomposition["applied"] is True
+    assert decomposition["sub_questions"] == [
+        "What is the punishment for murder?",
+        "What is theft?",
+    ]
+    assert searches(result)[:2] == ["punishment murder", "theft"]
+    questions = [c["question"] for c in result.trace["agentic"]["crag"]]
+    assert questions == decomposition["sub_questions"]
+    assert result.status == RunStatus.COMPLETED
+    cited = {c.source_id for c in result.answer.citations}
+    assert {"BNS_S103", "BNS_S303"} <= cited  # the synthesis cites across sub-questions
+    assert any(t.startswith("Decomposition: 2 sub-questions") for t in thoughts(events))
+
+
+def test_graph_hint_follows_references_of_the_top_sections(app: Sleuth) -> None:
+    result, _, _ = run_guided(app, "What does section 103 say about murder?")
+    tools = [(c["tool"], c["arguments"]) for c in result.tool_calls]
+    assert ("follow_references", {"source_id": "BNS_S103"}) in tools
+    assert result.answer.citations[0].source_id == "BNS_S103"
+
+
+def test_compression_applies_over_the_token_budget(app: Sleuth) -> None:
+    result, events, _ = run_guided(app, MURDER, token_budget=60)
+    compression = result.trace["agentic"]["compression"]
+    assert compression["applied"] is True
+    assert compression["tokens_after"] < compression["tokens_before"]
+    assert compression["tokens_after"] <= 60
+    assert "compress" in result.trace["planner_path"]
+    assert any(t.startswith("Compression:") for t in thoughts(events))
+    assert result.answer.citations[0].source_id == "BNS_S103"
+
+
+def test_past_deadline_ends_with_timeout_and_an_answer(app: Sleuth) -> None:
+    result, events, _ = run_guided(app, MURDER, deadline=time.monotonic() - 1)
+    assert result.status == RunStatus.TIMEOUT
+    assert result.answer.answer_text
+    assert [e.type for e in events].count("answer") == 1
+
+
+def test_a_failing_graph_still_ends_with_one_answer(
+    app: Sleuth, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sleuth.agents.guided import runtime
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("validator crashed")
+
+    monkeypatch.setattr(runtime, "validate_citations", broken)
+    result, events, _ = run_guided(app, MURDER)
+    assert result.status == RunStatus.ERROR
+    assert result.error == "RuntimeError: validator crashed"
+    assert [e.type for e in events].count("answer") == 1
+
+
+# ---------------------------------------------------------------- runtime, scripted LLM
+
+INTENT = {
+    "retrieval_profile": "balanced",
+    "normalized_query": "punishment murder",
+    "graph_hint": False,
+    "granularity": "passage",
+    "confidence": 0.9,
+}
+PLAN = {"intent_class": "documentary", "primary_query": "murder punishment"}
+
+
+@pytest.mark.parametrize("max_refinements", [0, 2])
+def test_crag_loop_stops_at_max_refinements_with_a_final_answer(
+    app: Sleuth, max_refinements: int
+) -> None:
+    script = AgentScript(
+        intent_parse=[INTENT],
+        plan=[PLAN],
+        crag_verdict=[{"verdict": "INSUFFICIENT", "missing_information": "sentencing rules"}],
+        refine_query=[{"refined_query": f"sentencing rules murder {i}"} for i in range(5)],
+        final_answer=[{"answer_text": "should not be used", "citations": []}],
+    )
+    result, events, _ = run_guided(app, MURDER, script.model, max_refinements=max_refinements)
+    crag = result.trace["agentic"]["crag"]
+    assert len(crag) == max_refinements + 1
+    assert all(c["verdict"] == "INSUFFICIENT" for c in crag)
+    assert searches(result) == ["murder punishment"] + [
+        f"sentencing rules murder {i}" for i in range(max_refinements)
+    ]
+    assert [c["query"] for c in crag] == searches(result)
+    assert result.trace["refinements"] == max_refinements
+    assert result.status == RunStatus.INSUFFICIENT_CONTEXT
+    assert result.answer.is_insufficient_context and "sentencing rules" in result.answer.answer_text
+    assert [e.type for e in events].count("answer") == 1
+    assert "final_answer" not in script.seen  # an INSUFFICIENT verdict skips generation
+    # the gap hint reached the refinement agent
+    for messages in script.seen["refine_query"]:
+        assert "Missing information: sentencing rules" in str(messages[1].content)
+    assert result.trace["planner_runtime"] == "llm"
+
+
+def test_llm_run_with_retries_complementary_queries_and_generation(app: Sleuth) -> None:
+    script = AgentScript(
+        intent_parse=[INTENT],
+        plan=[
+            {"intent_class": "documentary", "primary_query": ""},  # invalid: blank query
+            {**PLAN, "complementary_queries": ["culpable homicide death"]},
+        ],
+        crag_verdict=[{"verdict": "SUFFICIENT", "rationale": "S103 states the punishment"}],
+        final_answer=[
+            {"answer_text": "Death [XYZ_S9].", "citations": ["XYZ_S9"]},  # not in the evidence
+            {
+                "answer_text": "Murder is punished with death or imprisonment for life [BNS_S103].",
+                "key_points": ["death or life imprisonment"],
+                "citations": ["BNS_S103"],
+            },
+        ],
+    )
+    result, _, _ = run_guided(app, MURDER, script.model)
+    assert result.status == RunStatus.COMPLETED
+    assert [c.source_id for c in result.answer.citations] == ["BNS_S103"]
+    assert searches(result) == ["murder punishment", "culpable homicide death"]
+    assert result.trace["agentic"]["complementary"] == ["culpable homicide death"]
+    assert result.trace["output_validation_retries"] == {
+        "intent_parser": 0,
+        "planner": 1,
+        "crag_evaluator": 0,
+        "generator": 1,
+    }
+    assert result.trace["route"]["source"] == "intent_parser"
+    # the generator was told which ids it may cite
+    retry = script.seen["final_answer"][1]
+    assert any("cite only" in str(m.content) for m in retry if isinstance(m, ToolMessage))
+
+
+def test_llm_decomposition_retrieves_each_sub_question_and_cites_across(app: Sleuth) -> None:
+    subs = ["What is the punishment for murder?", "What is theft?"]
+    script = AgentScript(
+        intent_parse=[INTENT],
+        plan=[{**PLAN, "is_multi_part": True}],
+        decompose=[{"sub_questions": subs, "synthesis_hint": "answer both"}],
+        crag_verdict=[{"verdict": "SUFFICIENT"}],
+        final_answer=[
+            {
+                "answer_text": "Murder: death or life imprisonment [BNS_S103]. Theft is taking "
+                "movable property dishonestly [BNS_S303].",
+                "citations": ["BNS_S103", "BNS_S303"],
+            }
+        ],
+    )
+    result, _, _ = run_guided(app, TWO_PART, script.model)
+    assert searches(result)[:2] == ["punishment murder", "theft"]
+    assert [c["question"] for c in result.trace["agentic"]["crag"]] == subs
+    assert [c.source_id for c in result.answer.citations] == ["BNS_S103", "BNS_S303"]
+    prompt = str(script.seen["final_answer"][0][1].content)
+    assert "What is theft?" in prompt and "[BNS_S303]" in prompt and "[BNS_S103]" in prompt
+
+
+def test_route_and_plan_run_concurrently(app: Sleuth) -> None:
+    started = {"intent": threading.Event(), "plan": threading.Event()}
+    overlapped: dict[str, bool] = {}
+
+    def waiting(me: str, other: str, reply: dict[str, Any]) -> Callable[..., AIMessage]:
+        def respond(_messages: list[BaseMessage]) -> AIMessage:
+            started[me].set()
+            overlapped[me] = started[other].wait(timeout=5)
+            return tool_call("intent_parse" if me == "intent" else "plan", reply)
+
+        return respond
+
+    script = AgentScript(
+        intent_parse=[waiting("intent", "plan", INTENT)],
+        plan=[waiting("plan", "intent", PLAN)],
+        crag_verdict=[{"verdict": "SUFFICIENT"}],
+        final_answer=[{"answer_text": "Death [BNS_S103].", "citations": ["BNS_S103"]}],
+    )
+    result, _, _ = run_guided(app, MURDER, script.model)
+    assert overlapped == {"intent": True, "plan": True}
+    assert result.status == RunStatus.COMPLETED
+
+
+@pytest.mark.parametrize(
+    ("plan", "status", "insufficient"),
+    [
+        (
+            {
+                "intent_class": "documentary",
+                "skip_retrieval": "clarify",
+                "clarification": "Which Act do you mean?",
+                "primary_query": "act",
+            },
+            RunStatus.INSUFFICIENT_CONTEXT,
+            True,
+        ),
+        (
+            {"intent_class": "documentary", "skip_retrieval": "hard_block", "primary_query": "x"},
+            RunStatus.INSUFFICIENT_CONTEXT,
+            True,
+        ),
+        (
+            {"intent_class": "conversational", "skip_retrieval": "llm_only", "primary_query": "hi"},
+            RunStatus.COMPLETED,
+            False,
+        ),
+    ],
+)
+def test_skip_paths_answer_without_retrieval(
+    app: Sleuth, plan: dict[str, Any], status: RunStatus, insufficient: bool
+) -> None:
+    script = AgentScript(
+        intent_parse=[INTENT], plan=[plan], direct=["Hello! Ask me about the statutes."]
+    )
+    result, events, _ = run_guided(app, "Hello there", script.model)
+    assert result.tool_calls == []
+    assert result.status == status
+    assert result.answer.is_insufficient_context is insufficient
+    assert result.answer.citations == []
+    assert "skip" in result.trace["planner_path"]
+    if plan["skip_retrieval"] == "clarify":
+        assert result.answer.answer_text == "Which Act do you mean?"
+    if plan["skip_retrieval"] == "llm_only":
+        assert result.answer.answer_text == "Hello! Ask me about the statutes."
+    assert [e.type for e in events].count("answer") == 1
