@@ -215,7 +215,9 @@ class AgentService:
         except Exception as exc:  # every run ends with an answer and a status
             outcome = _failed(exc, emitter)
             trace["iterations"] = 0
+        outcome.error = outcome.error or runtime.error
         trace.update(
+            answer_replaced=runtime.answer_replaced,
             tool_trace=runtime.tool_trace,
             citations_removed=[r.model_dump() for r in runtime.removed_citations],
             timings_ms={k: round(v, 1) for k, v in runtime.stage_ms.items()},

@@ -78,7 +78,10 @@ class TraceRenderer:
             self._print(f"[bold red]error: {escape(event.message)}[/bold red]")
 
     def render_answer(self, answer: GeneratedAnswer, status: str) -> None:
-        title = "Insufficient context" if answer.is_insufficient_context else "Answer"
+        if status == "error":
+            title = "Run failed" + ("" if answer.is_insufficient_context else ": partial answer")
+        else:
+            title = "Insufficient context" if answer.is_insufficient_context else "Answer"
         body = Text(self._text(answer.answer_text))
         if answer.citations:
             body.append("\n\nCitations:\n", style="bold")

@@ -250,3 +250,54 @@ def test_concurrent_runs_see_only_their_own_evidence(tmp_path):
         assert response.answer == alone.answer
         assert {e.task_id for e in events[i]} == {response.task_id}
         assert [e.seq for e in events[i]] == list(range(1, len(events[i]) + 1))
+
+
+def test_an_uncited_model_answer_is_replaced_by_the_cited_evidence(tmp_path):
+    model = ScriptedChatModel(
+        [
+            tool_call("rag_search", {"query": "punishment for murder"}),
+            final("Murder is punished by exile to a distant island."),
+        ]
+    )
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    response = service.execute_agentic_search("What is the punishment for murder?", "test")
+    assert "exile" not in response.answer.answer_text
+    assert response.answer.citations[0].source_id == "BNS_S103"
+    assert response.trace["answer_replaced"] == "the answer cited no section retrieved in this run"
+
+
+def test_an_uncited_answer_without_evidence_is_insufficient_context(tmp_path):
+    model = ScriptedChatModel([final("The capital of France is Paris.")])
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    response = service.execute_agentic_search("What is the capital of France?", "test")
+    assert response.answer.is_insufficient_context
+    assert response.status == RunStatus.INSUFFICIENT_CONTEXT
+    assert "Paris" not in response.answer.answer_text
+
+
+def test_a_failing_model_is_reported_as_an_error_not_as_an_answer(tmp_path):
+    def down(_messages):
+        raise ConnectionError("connection refused")
+
+    events = []
+    service = make_service(tmp_path, reasoner=LLMReasoner(ScriptedChatModel([down])))
+    response = service.execute_agentic_search(
+        "What is the punishment for murder?", "test", sinks=[events.append]
+    )
+    assert response.status == RunStatus.ERROR
+    assert "connection refused" in response.trace["error"]
+    assert "connection refused" in response.answer.answer_text
+    assert events[-1].type == "error" and "connection refused" in events[-1].message
+
+
+def test_questions_without_searchable_terms_or_on_a_neighbouring_topic(tmp_path):
+    sections = {
+        "BNS_S230": ("Giving false evidence to procure conviction of capital offence.",
+                     "Whoever gives false evidence intending to procure a conviction of a "
+                     "capital offence shall be punished with imprisonment for life."),
+    }  # fmt: skip
+    service = make_service(tmp_path, sections=sections)
+    for question in ("?", "What is the capital of France?", "हत्या के लिए सजा क्या है?"):
+        response = service.execute_agentic_search(question, "test")
+        assert response.answer.is_insufficient_context, question
+        assert response.answer.citations == [], question

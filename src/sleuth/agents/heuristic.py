@@ -12,7 +12,7 @@ from __future__ import annotations
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
-from sleuth.ingest.references import extract_references
+from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import coverage, key_phrase, sentences, terms
 from sleuth.tools.base import RunContext, ToolRegistry
@@ -21,7 +21,9 @@ from sleuth.types import Chunk
 SUFFICIENT_COVERAGE = 0.75
 """Evidence covering at least this share of the question's terms ends the search."""
 ANSWERABLE_COVERAGE = 0.5
-"""Below this share, in the best section, the answer is 'insufficient context'."""
+"""Unless the best section covers more than this share of the question's terms (or the
+question names it), the answer is 'insufficient context': half is not enough, or "the
+capital of France" would be answered from a section on "capital offences"."""
 READ_PER_STEP = 2
 MAX_SENTENCES = 3
 NAMED_SECTION_BONUS = 3.0
@@ -35,14 +37,18 @@ def _section_text(chunks: list[Chunk]) -> str:
 
 
 def _named_numbers(question: str) -> set[str]:
-    """Section numbers the question names ("section 319 of ..." → {"319"})."""
+    """Sections the question names: numbers ("section 319 of ..." → "319") and citation ids
+    typed as is ("BNS_S103")."""
     refs = (ref.split() for ref in extract_references(question))
-    return {words[1] for words in refs if len(words) > 1 and words[1][0].isdigit()}
+    numbers = {words[1] for words in refs if len(words) > 1 and words[1][0].isdigit()}
+    return numbers | {token.lower() for token in SOURCE_ID_TOKEN.findall(question)}
 
 
-def _is_named(source_id: str, numbers: set[str]) -> bool:
-    """Whether a numbered section id (``BNSS_S76``) has one of the named numbers."""
-    return "_S" in source_id and source_id.rsplit("_S", 1)[-1] in numbers
+def _is_named(source_id: str, named: set[str]) -> bool:
+    """Whether a section is named: by its id, or (``BNSS_S76``) by one of the numbers."""
+    if source_id.lower() in named:
+        return True
+    return "_S" in source_id and source_id.rsplit("_S", 1)[-1] in named
 
 
 def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
@@ -69,10 +75,13 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
 
     Picks up to three sentences from the best-ranked sections by how many question terms
     they share, each followed by its ``[source_id]``. Declares insufficient context when the
-    best section covers less than ``ANSWERABLE_COVERAGE`` of the question's terms.
+    best section covers at most ``ANSWERABLE_COVERAGE`` of the question's terms (a question
+    with no searchable terms at all — "?", a script the index cannot read — is never
+    answered) unless the question names that section.
     """
     ranked = rank_sections(question, ctx)
-    if not ranked or ranked[0][1] < ANSWERABLE_COVERAGE:
+    named = bool(ranked) and _is_named(ranked[0][0], _named_numbers(question))
+    if not ranked or (ranked[0][1] <= ANSWERABLE_COVERAGE and not named):
         closest = ", ".join(sid for sid, _ in ranked[:3]) or "none"
         return AnswerDraft(
             answer_text=(

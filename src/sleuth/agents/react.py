@@ -52,6 +52,8 @@ class RunRuntime:
     removed_citations: list[RemovedCitation] = field(default_factory=list)
     seen_calls: set[str] = field(default_factory=set)
     stage_ms: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    answer_replaced: str | None = None
 
     def timed(self, stage: str, started: float) -> None:
         self.stage_ms[stage] = self.stage_ms.get(stage, 0.0) + (time.perf_counter() - started) * 1e3
@@ -102,8 +104,9 @@ def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         }
     try:
         decision = rt.reasoner.decide(state, rt.ctx, rt.tools)
-    except Exception as exc:
-        decision = Decision(thought=f"The reasoner failed: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # a failing model must not crash the run
+        rt.error = f"the reasoner failed: {type(exc).__name__}: {exc}"
+        decision = Decision(thought=rt.error[0].upper() + rt.error[1:])
         rt.timed("think", started)
         rt.emitter.emit(ThinkEvent(content=decision.thought, iteration=state.iteration_count))
         return {
@@ -236,14 +239,29 @@ def act(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
 def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     rt = _runtime(config)
     started = time.perf_counter()
+    question = state.original_query
     draft: AnswerDraft | None = state.draft
     if draft is None:
         reason = state.stop_status or RunStatus.ERROR
-        try:
-            draft = rt.reasoner.conclude(state, rt.ctx, reason)
-        except Exception:
-            draft = compose_answer(state.original_query, rt.ctx)
+        if rt.error is not None:  # the reasoner is failing: answer from the evidence alone
+            draft = compose_answer(question, rt.ctx)
+        else:
+            try:
+                draft = rt.reasoner.conclude(state, rt.ctx, reason)
+            except Exception:  # the evidence-based fallback always answers
+                draft = compose_answer(question, rt.ctx)
     answer, removed = validate_citations(draft, rt.ctx.retrieved)
+    if not answer.is_insufficient_context and not answer.citations:
+        # an answer must rest on retrieved sections: an uncited one is replaced by the
+        # extractive answer from the evidence (cited, or honestly insufficient)
+        rt.answer_replaced = "the answer cited no section retrieved in this run"
+        answer, more = validate_citations(compose_answer(question, rt.ctx), rt.ctx.retrieved)
+        removed.extend(more)
+    if rt.error is not None and answer.is_insufficient_context:
+        answer.answer_text = (
+            f"The run stopped because {rt.error}; the evidence retrieved before that does "
+            "not answer the question."
+        )
     rt.removed_citations.extend(removed)
     if state.stop_status is not None:
         status = state.stop_status

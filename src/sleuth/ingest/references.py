@@ -48,6 +48,8 @@ _DOC_SUFFIXES = (".md", ".markdown", ".html", ".htm", ".txt", ".rst", ".pdf", ".
 _SECTION_ID = re.compile(r"^(?P<prefix>.+)_S(?P<num>\d+[A-Z]*)$")
 _NUMBERING = re.compile(r"^(?:section\s+)?(?:\d+[A-Z]?(?:\.\d+)*\.?|[ivxlc]+\.|[A-Z]\.)\s+", re.I)
 _MAX_RANGE = 200
+SOURCE_ID_TOKEN = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")
+"""A token shaped like a citation id (``BNS_S103``, ``pyref_naming``)."""
 
 
 @dataclass(frozen=True)
@@ -141,9 +143,14 @@ class SectionLookup:
         """The ``source_id`` s ``text`` names, in order of mention, without duplicates.
 
         ``"What does Section 26 of the Bharatiya Nagarik Suraksha Sanhita, 2023 say?"`` gives
-        ``["BNSS_S26"]``; a text naming no section gives ``[]``.
+        ``["BNSS_S26"]``, and so does ``"BNSS_S26"`` (a citation id typed as is); a text
+        naming no section gives ``[]``.
         """
         named: dict[str, None] = {}
+        for token in SOURCE_ID_TOKEN.findall(text):  # a citation id typed as is: BNS_S103
+            target = self._index.source_slugs.get(slugify(token, 200))
+            if target:
+                named.setdefault(target, None)
         for ref in _find(text):
             if ref.kind == "number" and ref.act is None:
                 candidates = self._by_number.get(ref.key, [])

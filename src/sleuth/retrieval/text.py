@@ -106,7 +106,11 @@ def sentences(text: str) -> list[str]:
 
 
 def coverage(question_terms: set[str], text: str) -> float:
-    """Share of ``question_terms`` present in ``text``'s terms; 1.0 for an empty question."""
+    """Share of ``question_terms`` present in ``text``'s terms, in [0, 1].
+
+    0.0 for a question without terms ("?", emoji, a script the tokenizer does not read):
+    nothing in it can be found, so nothing covers it.
+    """
     if not question_terms:
-        return 1.0
+        return 0.0
     return len(question_terms & set(terms(text))) / len(question_terms)
