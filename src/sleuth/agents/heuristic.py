@@ -155,6 +155,12 @@ class HeuristicReasoner:
     def decide(self, state: AgentState, ctx: RunContext, tools: ToolRegistry) -> Decision:
         question = state.original_query
         step = state.iteration_count
+        if not terms(question) and not _named_numbers(question):
+            return Decision(
+                thought="The question has no words I can search for; I cannot answer it "
+                "from the knowledge base.",
+                draft=compose_answer(question, ctx),
+            )
         if not ctx.searches:
             # a question naming a section is searched as written, so "section 26 of the
             # <Act>" reaches the explicit-reference lookup intact

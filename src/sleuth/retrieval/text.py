@@ -66,6 +66,18 @@ QUESTION_WORDS = frozenset(
         "give",
         "list",
         "there",
+        # words that frame a question rather than name its subject
+        "happen",
+        "happens",
+        "someone",
+        "somebody",
+        "anyone",
+        "step",
+        "steps",
+        "follow",
+        "file",
+        "consequence",
+        "consequences",
     ]
 )
 STOPWORDS = frozenset(STOPWORDS_EN) | QUESTION_WORDS
