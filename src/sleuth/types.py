@@ -32,7 +32,10 @@ class Document(BaseModel):
     doc_id: str = Field(description="Stable id of the document within its collection")
     path: str = Field(description="Path (or URI) the document was read from")
     title: str
-    content_hash: str = Field(description="sha256 hex digest of the raw file bytes")
+    content_hash: str = Field(
+        description="sha256 hex digest of the raw file bytes (for JSON/JSONL: bytes plus the "
+        "record options used), the identity of the content for re-ingestion"
+    )
     sections: list[Section]
     metadata: dict[str, Any] = Field(default_factory=dict)
 

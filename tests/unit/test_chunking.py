@@ -105,7 +105,7 @@ def test_whitespace_sections_dropped_and_ids_derived() -> None:
     )
     chunks = chunk_document(doc)
     assert [c.source_id for c in chunks] == [
-        "guide_guide",
+        "guide",  # the untitled preamble: the doc_id itself, not "guide_guide"
         "guide_usage",
         "guide_unicode_usage",
         "guide_usage_2",
@@ -113,6 +113,34 @@ def test_whitespace_sections_dropped_and_ids_derived() -> None:
     ]
     assert [c.text for c in chunks][1] == "First usage."
     assert assign_source_ids(doc)[1] is None
+
+
+def test_an_untitled_section_gets_the_doc_id() -> None:
+    # a section titled like the document (or without a title) is the document itself
+    assert assign_source_ids(_doc(Section(title_path=["Guide"], text="Only text."))) == ["guide"]
+    assert assign_source_ids(_doc(Section(title_path=[], text="Only text."))) == ["guide"]
+    doc = _doc(Section(title_path=["guide"], text="x"), doc_id="guide")
+    assert assign_source_ids(doc) == ["guide"]  # the slug of the title is the doc_id
+    # a titled section keeps its title slug; non-ascii titles still get a section id
+    doc = _doc(
+        Section(title_path=["Guide"], text="intro"),
+        Section(title_path=["Guide", "Usage"], text="body"),
+        Section(title_path=["Guide", "概要"], text="body"),
+        Section(title_path=["Guide"], text="more"),
+    )
+    assert assign_source_ids(doc) == ["guide", "guide_usage", "guide_section", "guide_2"]
+
+
+def test_a_distinct_doc_id_flows_into_derived_source_ids() -> None:
+    sections = [
+        Section(title_path=["Guide"], text="intro"),
+        Section(title_path=["Guide", "Usage"], text="body"),
+    ]
+    first = chunk_document(_doc(*sections, doc_id="guide"))
+    second = chunk_document(_doc(*sections, doc_id="guide_1a2b3c"))
+    assert [c.chunk_id for c in second] == ["guide_1a2b3c#0", "guide_1a2b3c_usage#0"]
+    assert {c.doc_id for c in second} == {"guide_1a2b3c"}
+    assert not {c.chunk_id for c in first} & {c.chunk_id for c in second}
 
 
 def test_derived_ids_never_take_an_explicit_id() -> None:

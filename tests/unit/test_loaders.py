@@ -15,11 +15,14 @@ from sleuth.ingest import loaders
 from sleuth.ingest.loaders import (
     SUPPORTED_SUFFIXES,
     EmptyDocumentError,
+    content_hash,
+    distinct_doc_id,
     doc_id_for_path,
     load_file,
     split_underlined_headings,
 )
 from sleuth.ingest.pydoc_corpus import load_pydoc_topics
+from sleuth.ingest.records import STATUTE_PROFILE, RecordOptions
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 STATUTES = DATA / "statutes"
@@ -270,6 +273,9 @@ def test_image_only_pdf_is_an_ingest_error(tmp_path: Path) -> None:
     with pytest.raises(IngestError, match="no extractable text in 2 page") as info:
         load_file(path)
     assert not isinstance(info.value, EmptyDocumentError)
+    # blank pages hold no image: the reason must not claim they do
+    assert "only images" not in info.value.reason
+    assert "(blank or scanned pages; run OCR on scanned PDFs)" in info.value.reason
 
 
 # --- DOCX -----------------------------------------------------------------------------------
@@ -406,7 +412,9 @@ def test_statutes_load_with_counts_and_ids(name: str, expected: tuple[str, int])
     assert len(set(ids)) == count
     assert ids[0] == f"{abbr}_S1"
     assert all("\r" not in s.text for s in doc.sections)
-    assert doc.content_hash == hashlib.sha256(path.read_bytes()).hexdigest()
+    # the hash covers the bytes and the (auto-detected) record options
+    assert doc.content_hash == content_hash(path.read_bytes(), STATUTE_PROFILE)
+    assert doc.content_hash != hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @needs_statutes
@@ -457,3 +465,52 @@ def test_pydoc_topics_document() -> None:
     assert not any(re.search(r"^\*{3,}$", s.text, re.MULTILINE) for s in doc.sections)
     joined = "\n".join(topics[k] for k in sorted(topics))
     assert doc.content_hash == hashlib.sha256(joined.encode()).hexdigest()
+
+
+# --- identity and content hash --------------------------------------------------------------
+
+
+def test_content_hash_covers_bytes_and_record_options(tmp_path: Path) -> None:
+    raw = b'[{"faq_id": 1, "text": "t", "question": "q"}]'
+    path = tmp_path / "faq.json"
+    path.write_bytes(raw)
+    plain = load_file(path)
+    by_question = load_file(path, RecordOptions(text_field="question"))
+    templated = load_file(
+        path, RecordOptions(text_field="question", source_id_template="Q_{faq_id}")
+    )
+    assert len({plain.content_hash, by_question.content_hash, templated.content_hash}) == 3
+    # the same effective options give the same hash, given or auto-detected
+    detected = RecordOptions(text_field="text", title_field=None, id_field=None)
+    assert load_file(path, detected).content_hash == plain.content_hash
+    assert plain.content_hash == content_hash(raw, detected)
+    # files without records: the bytes alone
+    txt = tmp_path / "a.txt"
+    txt.write_text("hello", encoding="utf-8")
+    assert load_file(txt, RecordOptions(text_field="q")).content_hash == (
+        hashlib.sha256(b"hello").hexdigest()
+    )
+
+
+def test_distinct_doc_id_is_stable_and_readable(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "My Notes.txt"
+    digest = hashlib.sha1(str(path).encode()).hexdigest()
+    assert distinct_doc_id(path) == f"my_notes_{digest[:6]}" == distinct_doc_id(path)
+    assert distinct_doc_id(path, 8) == f"my_notes_{digest[:8]}"
+    assert distinct_doc_id(tmp_path / "My Notes.txt") != distinct_doc_id(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [("bom.txt", b"\xef\xbb\xbfplain text with a BOM\n"), ("latin1.txt", b"caf\xe9 au lait\n")],
+)
+def test_plain_text_without_headings_gets_the_doc_id_as_source_id(
+    tmp_path: Path, name: str, raw: bytes
+) -> None:
+    from sleuth.ingest.chunking import chunk_document
+
+    path = tmp_path / name
+    path.write_bytes(raw)
+    doc = load_file(path)
+    (chunk,) = chunk_document(doc)
+    assert chunk.source_id == doc.doc_id == Path(name).stem  # not bom_bom / latin1_latin1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -182,7 +183,7 @@ def test_empty_and_whitespace_files_are_skipped_never_embedded(env: Env) -> None
     assert len(env.embedder.inputs) == 2  # the two sections of zoo.md, nothing else
     assert all("Zoo notes" in text for text in env.embedder.inputs)
     assert env.index().count() == 2
-    assert {c.doc_id for c in env.index().get_chunks(["zoo_zoo_notes#0"])} == {"zoo"}
+    assert {c.doc_id for c in env.index().get_chunks(["zoo#0"])} == {"zoo"}
     empty = env.catalog.get_document("c", "empty")
     assert empty is not None and empty.status == "skipped"
 
@@ -233,7 +234,7 @@ def test_edited_file_replaces_its_old_chunks(env: Env) -> None:
     assert env.dense("quokka smiles")[0] == "The quokka smiles on the savanna."
     assert not any("zebra" in t for t in env.texts_in_index())
     assert env.index().count() == 2
-    (chunk,) = env.catalog.chunks_for_source("c", "zoo_zoo_notes")
+    (chunk,) = env.catalog.chunks_for_source("c", "zoo")
     assert "quokka" in chunk.text
 
 
@@ -278,7 +279,7 @@ def test_delete_removes_from_bm25_dense_and_catalog(env: Env) -> None:
     assert env.bm25("zebra") == []
     assert not any("zebra" in t for t in env.texts_in_index())
     assert env.catalog.get_document("c", "zoo") is None
-    assert env.catalog.chunks_for_source("c", "zoo_zoo_notes") == []
+    assert env.catalog.chunks_for_source("c", "zoo") == []
 
     env.pipeline.ingest([zoo], "c")
     assert env.pipeline.delete("c", zoo) is True  # by path
@@ -319,19 +320,17 @@ def test_another_embedding_model_is_refused_before_any_work(
 def test_references_resolve_across_documents_in_either_order(env: Env) -> None:
     env.write("b.txt", "Intro line. See section Naming and binding for details.\n")
     env.pipeline.ingest([env.docs / "b.txt"], "c")
-    (ref,) = env.catalog.references_from("c", "b_b")
+    (ref,) = env.catalog.references_from("c", "b")
     assert ref.target_id is None  # the target is not ingested yet
 
     env.write("zoo.md", ZOO)
     env.pipeline.ingest([env.docs / "zoo.md"], "c")
-    (ref,) = env.catalog.references_from("c", "b_b")
+    (ref,) = env.catalog.references_from("c", "b")
     assert ref.target_id == "zoo_naming_and_binding"
-    assert [r.source_id for r in env.catalog.references_to("c", "zoo_naming_and_binding")] == [
-        "b_b"
-    ]
+    assert [r.source_id for r in env.catalog.references_to("c", "zoo_naming_and_binding")] == ["b"]
 
     env.pipeline.delete("c", "zoo")  # the target goes: the reference is unresolved again
-    (ref,) = env.catalog.references_from("c", "b_b")
+    (ref,) = env.catalog.references_from("c", "b")
     assert ref.target_id is None
 
 
@@ -358,11 +357,12 @@ def test_ingest_documents_directly(env: Env) -> None:
 
 
 def test_clashing_doc_ids_and_missing_paths(env: Env) -> None:
-    env.write("a/readme.md", ZOO)
-    env.write("b/readme.md", BIRDS)
+    first = env.write("a/readme.md", ZOO)
+    second = env.write("b/readme.md", BIRDS)
     report = env.pipeline.ingest([env.docs], "c")
-    assert [f.status for f in report.files] == ["added", "failed"]
-    assert "readme" in report.files[1].message
+    assert [f.status for f in report.files] == ["added", "added"]
+    assert [f.doc_id for f in report.files] == ["readme", _distinct("readme", second)]
+    assert env.catalog.get_document("c", "readme").path == str(first.resolve())  # type: ignore[union-attr]
     with pytest.raises(UserError, match=r"nowhere\.md"):
         env.pipeline.ingest([env.docs / "nowhere.md"], "c")
 
@@ -419,11 +419,147 @@ def test_an_explicit_unsupported_file_fails_with_the_reason(env: Env) -> None:
     assert report.model_dump()["totals"]["failed"] == 1
 
 
-def test_a_same_named_file_elsewhere_replaces_and_says_so(env: Env) -> None:
-    first = env.write("a/readme.md", ZOO)
-    second = env.write("b/readme.md", BIRDS)
+def _distinct(stem: str, path: Path) -> str:
+    return f"{stem}_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:6]}"
+
+
+def test_a_same_named_file_elsewhere_is_another_document(env: Env) -> None:
+    first = env.write("notes.txt", "The zebra grazes on the savanna.\n")
+    second = env.write("sub/notes.txt", "The heron waits in the shallow water.\n")
     env.pipeline.ingest([first], "c")
     report = env.pipeline.ingest([second], "c")
     (outcome,) = report.files
-    assert outcome.status == "replaced"
-    assert str(first.resolve()) in outcome.message
+    assert (outcome.status, outcome.doc_id) == ("added", _distinct("notes", second))
+    # nothing was replaced: both documents are searchable, with distinct section ids
+    assert env.bm25("zebra") == ["The zebra grazes on the savanna."]
+    assert env.bm25("heron") == ["The heron waits in the shallow water."]
+    assert [c.source_id for c in env.catalog.doc_chunks("c", "notes")] == ["notes"]
+    assert [c.source_id for c in env.catalog.doc_chunks("c", outcome.doc_id)] == [outcome.doc_id]
+    # stable: rerunning either command, or both files in any order, changes nothing
+    for paths in ([second], [first], [first, second], [second, first], [env.docs]):
+        again = env.pipeline.ingest(paths, "c")
+        assert {f.status for f in again.files} == {"unchanged"}, paths
+    assert {f.doc_id for f in again.files} == {"notes", outcome.doc_id}
+    assert env.index().count() == 2
+
+
+def test_same_stem_in_one_batch_both_indexed_and_stable_on_rerun(env: Env) -> None:
+    md = env.write("doc.md", ZOO)
+    txt = env.write("doc.txt", "Plain text about the heron.\n")
+    first = env.pipeline.ingest([md, txt], "c")
+    assert [(f.status, f.doc_id) for f in first.files] == [
+        ("added", "doc"),
+        ("added", _distinct("doc", txt)),
+    ]
+    second = env.pipeline.ingest([md, txt], "c")
+    assert [(f.status, f.doc_id) for f in second.files] == [
+        ("unchanged", "doc"),
+        ("unchanged", _distinct("doc", txt)),
+    ]
+    assert env.catalog.get_document("c", "doc").path == str(md.resolve())  # type: ignore[union-attr]
+    # an edit of one file replaces that file only
+    txt.write_text("Plain text about the quokka.\n", encoding="utf-8")
+    third = env.pipeline.ingest([txt, md], "c")
+    assert [(f.status, f.doc_id) for f in third.files] == [
+        ("replaced", _distinct("doc", txt)),
+        ("unchanged", "doc"),
+    ]
+    assert env.bm25("quokka") == ["Plain text about the quokka."]
+    assert env.bm25("zebra") == ["The zebra grazes on the savanna."]
+
+
+def test_a_failing_file_never_overwrites_another_files_document(env: Env) -> None:
+    good = env.write("report.md", ZOO)
+    env.pipeline.ingest([good], "c")
+    bad = env.write("sub/report.pdf", b"%PDF-1.7 not really a pdf \x00\x01")
+    empty = env.write("other/report.txt", "   \n")
+    report = env.pipeline.ingest([bad, empty], "c")
+    assert [f.status for f in report.files] == ["failed", "skipped"]
+    assert report.files[0].doc_id == _distinct("report", bad)
+    assert report.files[1].doc_id == _distinct("report", empty)
+    kept = env.catalog.get_document("c", "report")
+    assert kept is not None and kept.status == "indexed" and kept.path == str(good.resolve())
+    assert env.bm25("zebra") == ["The zebra grazes on the savanna."]
+    again = env.pipeline.ingest([good], "c")
+    assert statuses(again) == {"report.md": "unchanged"}
+
+
+def _act(text: str) -> str:
+    return json.dumps(
+        {
+            "name": "The Bharatiya Nyaya Sanhita, 2023",
+            "sections": [{"section_number": "1", "title": "Short title", "text": text}],
+        }
+    )
+
+
+def test_a_content_derived_doc_id_is_kept_and_never_replaced_by_another_path(
+    env: Env,
+) -> None:
+    first = env.write("a/bns.json", _act("The zebra grazes."))
+    second = env.write("b/bns_copy.json", _act("The heron waits."))
+    report = env.pipeline.ingest([first], "c")
+    assert [(f.status, f.doc_id) for f in report.files] == [("added", "BNS")]
+    for _ in range(2):  # the same clear failure on every run
+        report = env.pipeline.ingest([second], "c")
+        (outcome,) = report.files
+        assert (outcome.status, outcome.doc_id) == ("failed", "BNS")
+        assert str(first.resolve()) in outcome.message and "'BNS'" in outcome.message
+    assert env.bm25("zebra") == ["The zebra grazes."]
+    assert env.bm25("heron") == []
+    assert env.catalog.get_document("c", "BNS").path == str(first.resolve())  # type: ignore[union-attr]
+    # in one batch: the first path wins, the second fails
+    env.pipeline.delete("c", "BNS")
+    report = env.pipeline.ingest([second, first], "c")
+    assert [f.status for f in report.files] == ["added", "failed"]
+    assert "earlier in this batch" in report.files[1].message
+    # the file holding the id still updates in place
+    second.write_text(_act("The quokka smiles."), encoding="utf-8")
+    assert statuses(env.pipeline.ingest([second], "c")) == {"bns_copy.json": "replaced"}
+
+
+FAQ = [
+    {"faq_id": 1, "question": "How do herons fish?", "text": "They wait in water."},
+    {"faq_id": 2, "question": "Where do zebras live?", "text": "On the savanna."},
+]
+
+
+def test_changed_record_options_replace_and_are_no_duplicate(env: Env) -> None:
+    from sleuth.ingest.records import RecordOptions
+
+    faq = env.write("faq.jsonl", "\n".join(json.dumps(r) for r in FAQ) + "\n")
+    report = env.pipeline.ingest([faq], "c")
+    assert statuses(report) == {"faq.jsonl": "added"}
+    assert env.bm25("savanna") == ["On the savanna."]
+
+    options = RecordOptions(text_field="question", source_id_template="Q_{faq_id}")
+    report = env.pipeline.ingest([faq], "c", options)
+    assert statuses(report) == {"faq.jsonl": "replaced"}
+    assert env.bm25("savanna") == []
+    assert env.bm25("zebras") == ["Where do zebras live?"]
+    assert [c.source_id for c in env.catalog.doc_chunks("c", "faq")] == ["Q_1", "Q_2"]
+    assert statuses(env.pipeline.ingest([faq], "c", options)) == {"faq.jsonl": "unchanged"}
+
+    # a byte-identical copy read with other options is another content, not a duplicate
+    copy = env.write("copy/faq_copy.jsonl", faq.read_text(encoding="utf-8"))
+    other = RecordOptions(text_field="question", source_id_template="C_{faq_id}")
+    assert statuses(env.pipeline.ingest([copy], "c", other)) == {"faq_copy.jsonl": "added"}
+    # ...while the same options make it a duplicate
+    third = env.write("copy2/faq_third.jsonl", faq.read_text(encoding="utf-8"))
+    assert statuses(env.pipeline.ingest([third], "c", options)) == {"faq_third.jsonl": "duplicate"}
+
+
+def test_unsupported_files_in_a_directory_are_reported_in_one_warning(env: Env) -> None:
+    env.write("zoo.md", ZOO)
+    env.write("a.xyz", "x")
+    env.write("sub/b.bin", b"\x00\x01")
+    env.write("sub/c.xyz", "x")
+    env.write(".hidden/d.xyz", "hidden files stay silent")
+    report = env.pipeline.ingest([env.docs], "c")
+    assert statuses(report) == {"zoo.md": "added"}
+    (warning,) = [w for w in report.warnings if "unsupported" in w]
+    assert warning.startswith("skipped 3 files with unsupported types (.bin, .xyz): ")
+    assert "a.xyz" in warning and "b.bin" in warning and "c.xyz" in warning
+    assert "d.xyz" not in warning
+    quiet = env.pipeline.ingest([env.docs / "zoo.md"], "c")
+    assert quiet.warnings == []

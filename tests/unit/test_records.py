@@ -163,8 +163,41 @@ def test_auto_detection_of_generic_records() -> None:
     result = records_from_json('{"items": [{"id": "k1", "content": "hello"}]}', "x.json")
     assert result.sections[0].source_id == "k1"
     assert result.sections[0].text == "hello"
-    with pytest.raises(IngestError, match=r"RecordOptions\(text_field"):
+    with pytest.raises(IngestError) as info:
         records_from_json('[{"question": "no text field"}]', "x.json")
+    # a CLI user cannot pass RecordOptions(...): the flag is named, with the field
+    assert "use --text-field (RecordOptions.text_field)" in info.value.reason
+    assert "RecordOptions(" not in info.value.reason
+
+
+def test_error_messages_name_the_cli_flag_and_the_option() -> None:
+    with pytest.raises(IngestError) as info:
+        records_from_json('{"stuff": {"a": 1}}', "x.json")
+    assert "use --record-path (RecordOptions.record_path)" in info.value.reason
+    assert "RecordOptions(" not in info.value.reason
+    with pytest.raises(IngestError) as info:
+        records_from_json('[{"body": "x"}]', "x.json", RecordOptions(text_field="question"))
+    assert "missing text field 'question'" in info.value.reason
+    assert "--text-field (RecordOptions.text_field)" in info.value.reason
+    with pytest.raises(IngestError) as info:
+        records_from_json(
+            '[{"text": "x"}]', "x.json", RecordOptions(source_id_template="Q_{faq_id}")
+        )
+    assert "missing field 'faq_id'" in info.value.reason
+    assert "--source-id-template (RecordOptions.source_id_template)" in info.value.reason
+
+
+def test_record_set_carries_the_effective_options() -> None:
+    assert records_from_json(
+        _statute([{"section_number": "1", "text": "x"}]), "x.json"
+    ).options == (STATUTE_PROFILE)
+    detected = records_from_json('{"items": [{"id": "k1", "content": "hello"}]}', "x.json")
+    assert detected.options == RecordOptions(
+        record_path="items", text_field="content", title_field=None, id_field="id"
+    )
+    given = RecordOptions(text_field="q")
+    assert records_from_json('[{"q": "x"}]', "x.json", given).options == given
+    assert records_from_jsonl('{"q": "x"}\n', "x.jsonl", given).options == given
 
 
 def test_render_template_filters() -> None:

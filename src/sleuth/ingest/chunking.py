@@ -98,9 +98,13 @@ def slugify(text: str, max_length: int = 60) -> str:
 def assign_source_ids(doc: Document) -> list[str | None]:
     """The citation id of each section of ``doc`` (``None`` for whitespace-only sections).
 
-    A section's own ``source_id`` is kept; others get ``f"{doc_id}_{slugify(last title)}"``.
-    Ids are made unique within the document, in document order, with ``_2``, ``_3``...;
-    derived ids never take an id that a section carries explicitly.
+    A section's own ``source_id`` is kept; others get ``f"{doc_id}_{slugify(last title)}"``,
+    except a section without a title of its own (its title is the document's, e.g. the only
+    section of a plain-text file, or the text before the first heading), which gets the
+    ``doc_id`` itself (``notes``, not ``notes_notes``). Derived ids always start with the
+    document's ``doc_id``, so documents with distinct ids get distinct section ids. Ids are
+    made unique within the document, in document order, with ``_2``, ``_3``...; derived ids
+    never take an id that a section carries explicitly.
     """
     explicit = {s.source_id for s in doc.sections if s.source_id and s.text.strip()}
     used: set[str] = set()
@@ -113,8 +117,7 @@ def assign_source_ids(doc: Document) -> list[str | None]:
             base = section.source_id
             taken = used
         else:
-            title = section.title_path[-1] if section.title_path else doc.title
-            base = f"{doc.doc_id}_{slugify(title) or 'section'}"
+            base = _derived_id(doc, section.title_path)
             taken = used | explicit
         candidate, n = base, 1
         while candidate in taken:
@@ -123,6 +126,16 @@ def assign_source_ids(doc: Document) -> list[str | None]:
         used.add(candidate)
         ids.append(candidate)
     return ids
+
+
+def _derived_id(doc: Document, title_path: list[str]) -> str:
+    """``doc_id`` for an untitled section, else ``doc_id`` + the slug of its title."""
+    title = title_path[-1] if title_path else doc.title
+    slug = slugify(title)
+    same = " ".join(title.split()).casefold() == " ".join(doc.title.split()).casefold()
+    if same or (slug and slug in (slugify(doc.title), doc.doc_id)):
+        return doc.doc_id
+    return f"{doc.doc_id}_{slug or 'section'}"
 
 
 def chunk_document(doc: Document, chunk_words: int = 160, overlap_words: int = 30) -> list[Chunk]:

@@ -124,8 +124,10 @@ def load_file(path: Path, options: RecordOptions | None = None) -> Document:
 
     Returns:
         A Document: ``doc_id`` = the act abbreviation for statute files, else the slug of the
-        file stem; ``content_hash`` = sha256 of the raw bytes; sections in reading order with
-        ``title_path[0]`` the document title.
+        file stem (a pipeline may make it distinct, see :func:`default_doc_id`);
+        ``content_hash`` = :func:`content_hash` (the raw bytes, plus the effective record
+        options of JSON/JSONL files); sections in reading order with ``title_path[0]`` the
+        document title.
 
     Raises:
         EmptyDocumentError: the file is empty or whitespace-only, or holds no text/records.
@@ -153,7 +155,7 @@ def load_file(path: Path, options: RecordOptions | None = None) -> Document:
         raise EmptyDocumentError(where)
 
     parser = _PARSERS[suffix]
-    title, sections, metadata, doc_id = parser(raw, path, options)
+    title, sections, metadata, doc_id, used_options = parser(raw, path, options)
     if not any(s.text.strip() for s in sections):
         raise EmptyDocumentError(where, "no text found in the file")
     metadata = {"format": suffix.lstrip("."), "filename": path.name, **metadata}
@@ -161,15 +163,45 @@ def load_file(path: Path, options: RecordOptions | None = None) -> Document:
         doc_id=doc_id or default_doc_id(path),
         path=where,
         title=title,
-        content_hash=hashlib.sha256(raw).hexdigest(),
+        content_hash=content_hash(raw, used_options),
         sections=sections,
         metadata=metadata,
     )
 
 
+def content_hash(raw: bytes, options: RecordOptions | None = None) -> str:
+    """The ``content_hash`` of a document read from ``raw`` bytes.
+
+    sha256 of the bytes; for record files (JSON/JSONL) it also covers the effective
+    :class:`RecordOptions` (given, the statute profile or auto-detected), so the same file
+    read with other options is another content (re-ingesting it replaces the old records,
+    and it is no duplicate of a copy read differently).
+    """
+    digest = hashlib.sha256(raw)
+    if options is not None:
+        digest.update(b"\x00sleuth-record-options:")
+        digest.update(options.model_dump_json().encode("utf-8"))
+    return digest.hexdigest()
+
+
 def default_doc_id(path: Path) -> str:
-    """The slug of the file stem (``"My Notes.md"`` -> ``"my_notes"``), or ``"document"``."""
+    """The slug of the file stem (``"My Notes.md"`` -> ``"my_notes"``), or ``"document"``.
+
+    Files are identified by their path: a pipeline gives a file whose default id is already
+    taken by another path :func:`distinct_doc_id` instead.
+    """
     return slugify(Path(path).stem) or "document"
+
+
+def distinct_doc_id(path: Path, length: int = 6) -> str:
+    """The default id made distinct by the path: ``notes_1a2b3c`` for ``/some/dir/notes.txt``.
+
+    The suffix is the first ``length`` hex digits of sha1 of the absolute path, so the id is
+    stable across runs and differs between files of the same stem in other folders.
+    """
+    key = str(Path(path).expanduser().absolute())
+    digest = hashlib.sha1(key.encode("utf-8"), usedforsecurity=False).hexdigest()
+    return f"{default_doc_id(path)}_{digest[:length]}"
 
 
 def doc_id_for_path(path: Path, options: RecordOptions | None = None) -> str:
@@ -389,8 +421,8 @@ def _decode(raw: bytes, path: Path) -> str:
         return raw.decode("cp1252", errors="replace")
 
 
-# Each parser returns (title, sections, metadata, doc_id or None).
-_Parsed = tuple[str, list[Section], dict[str, object], str | None]
+# Each parser returns (title, sections, metadata, doc_id or None, record options or None).
+_Parsed = tuple[str, list[Section], dict[str, object], str | None, RecordOptions | None]
 
 
 def _parse_txt(raw: bytes, path: Path, _options: RecordOptions | None) -> _Parsed:
@@ -401,7 +433,7 @@ def _parse_txt(raw: bytes, path: Path, _options: RecordOptions | None) -> _Parse
     tops = [chain[0] for chain, _ in blocks if len(chain) == 1]
     title = tops[0] if len(tops) == 1 and tops[0] == _first_heading(blocks) else _humanize(path)
     sections = [Section(title_path=_title_path(title, chain), text=body) for chain, body in blocks]
-    return title, sections, {}, None
+    return title, sections, {}, None, None
 
 
 def _first_heading(blocks: list[tuple[list[str], str]]) -> str | None:
@@ -413,7 +445,7 @@ def _parse_markdown(raw: bytes, path: Path, _options: RecordOptions | None) -> _
     if not text.strip():
         raise EmptyDocumentError(str(path))
     title, sections = markdown_sections(text, _humanize(path))
-    return title, sections, {}, None
+    return title, sections, {}, None, None
 
 
 def _parse_json(raw: bytes, path: Path, options: RecordOptions | None) -> _Parsed:
@@ -431,7 +463,7 @@ def _from_records(records: RecordSet, path: Path) -> _Parsed:
     if records.title is None:
         for section in records.sections:
             section.title_path.insert(0, title)
-    return title, records.sections, records.metadata, records.doc_id
+    return title, records.sections, records.metadata, records.doc_id, records.options
 
 
 def _parse_html(raw: bytes, path: Path, _options: RecordOptions | None) -> _Parsed:
@@ -468,7 +500,7 @@ def _parse_html(raw: bytes, path: Path, _options: RecordOptions | None) -> _Pars
     title, sections = markdown_sections(
         chosen, page_title or _humanize(path), max_level=3, adopt_h1=not page_title
     )
-    return title, sections, {}, None
+    return title, sections, {}, None, None
 
 
 def _trafilatura_markdown(html: str) -> str:
@@ -618,10 +650,10 @@ def _read_pdf(
     if not sections:
         raise IngestError(
             where,
-            f"no extractable text in {len(pages)} page(s): the PDF seems to hold only images "
-            "(a scan?); run OCR on it first",
+            f"no extractable text in {len(pages)} page(s) "
+            "(blank or scanned pages; run OCR on scanned PDFs)",
         )
-    return title, sections, {"pages": len(pages)}, None
+    return title, sections, {"pages": len(pages)}, None, None
 
 
 def _parse_docx(raw: bytes, path: Path, _options: RecordOptions | None) -> _Parsed:
@@ -654,7 +686,7 @@ def _parse_docx(raw: bytes, path: Path, _options: RecordOptions | None) -> _Pars
             items.extend((block.text, ""))
     title = core_title or style_title or _sole_top_heading(items) or _humanize(path)
     sections = _assemble(title, items)
-    return title, sections, {}, None
+    return title, sections, {}, None, None
 
 
 def _docx_table_lines(table: object) -> list[str]:

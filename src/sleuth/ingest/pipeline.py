@@ -1,9 +1,17 @@
 """The ingest pipeline: files → documents → chunks → references → vectors → index + catalog.
 
+A file is identified by its (resolved) path. Its doc_id is the slug of its stem (``notes``),
+or the one its content gives (statute acts: ``BNS``); a file whose stem id is already taken by
+another path (in the catalog, or earlier in the batch) gets a distinct, stable id made from
+its path (``notes_1a2b3c``, see :func:`~sleuth.ingest.loaders.distinct_doc_id`), and keeps it
+on later runs. A document is never replaced by another file: a content-derived id already used
+by another path fails the second file with the reason.
+
 Per file the pipeline decides, from the catalog and the content hash, whether the document is
 
 * ``added``: new to the collection;
-* ``replaced``: same doc_id, new content (its old chunks leave the index and the catalog);
+* ``replaced``: same file (doc_id), new content (its old chunks leave the index and the
+  catalog);
 * ``unchanged``: same doc_id and content hash (nothing is re-embedded or rewritten);
 * ``duplicate``: the same content is already indexed under another doc_id (not indexed again);
 * ``skipped``: an empty file (never embedded; a warning);
@@ -38,6 +46,8 @@ from sleuth.ingest.chunking import chunk_document
 from sleuth.ingest.loaders import (
     SUPPORTED_SUFFIXES,
     EmptyDocumentError,
+    default_doc_id,
+    distinct_doc_id,
     doc_id_for_path,
     load_file,
 )
@@ -68,6 +78,12 @@ WRITE_GROUP = 2048
 
 EMBED_JOB_MIN = 128
 """Fewest texts per call to the embedder (``4 × embedding_batch_size`` when larger)."""
+
+UNSUPPORTED_EXAMPLES = 5
+"""Names of skipped unsupported files shown in the report's warning."""
+
+DISTINCT_ID_LENGTHS = (6, 8, 10, 12, 16, 40)
+"""Hex digits of the path hash tried, in order, for a distinct doc_id."""
 
 RERESOLVE_MAX_CHUNKS = 20_000
 """Retry other documents' unresolved references only when at most this many chunks hold
@@ -137,7 +153,8 @@ class _Batch:
     """What one ingest call has accepted so far."""
 
     pending: list[_Pending] = field(default_factory=list)
-    docs: dict[str, str] = field(default_factory=dict)  # doc_id -> path
+    docs: dict[str, str] = field(default_factory=dict)  # doc_id -> path (to be written)
+    ids: dict[str, str] = field(default_factory=dict)  # doc_id -> path (every file seen)
     hashes: dict[str, str] = field(default_factory=dict)  # content hash -> doc_id
     chunks: dict[str, str] = field(default_factory=dict)  # chunk_id -> doc_id
 
@@ -239,7 +256,8 @@ class IngestPipeline:
 
         Returns:
             The report: one outcome per file in input order (directory files sorted),
-            warnings, counts per status, timings.
+            warnings (one names the files of directories skipped for their type), counts
+            per status, timings.
 
         Raises:
             UserError: a path does not exist.
@@ -249,10 +267,14 @@ class IngestPipeline:
         """
         with self._lock:
             start = time.perf_counter()
-            files = self.expand_paths(paths)
+            files, unsupported = self._expand(paths)
             self._check_chunking()
             dim = self._check_collection(collection)
             report = IngestReport(collection=collection)
+            if unsupported:
+                report.warnings.append(_unsupported_warning(unsupported))
+                logger.warning("%s", report.warnings[-1])
+            batch = _Batch()
             _start(progress, len(files))
 
             def items() -> Iterator[tuple[Path, Document | FileOutcome]]:
@@ -261,11 +283,11 @@ class IngestPipeline:
                     try:
                         loaded: Document | FileOutcome = load_file(path, options)
                     except IngestError as exc:
-                        loaded = self._not_loaded(collection, path, exc, options, report)
+                        loaded = self._not_loaded(collection, path, exc, options, report, batch)
                     report.timings.load_s += time.perf_counter() - t0
                     yield path, loaded
 
-            self._run(items(), collection, dim, report, progress)
+            self._run(items(), collection, dim, report, progress, batch, by_path=True)
             report.timings.total_s = time.perf_counter() - start
             return report
 
@@ -331,25 +353,32 @@ class IngestPipeline:
         Raises:
             UserError: a path does not exist.
         """
+        return IngestPipeline._expand(paths)[0]
+
+    @staticmethod
+    def _expand(paths: Iterable[Path | str]) -> tuple[list[Path], list[Path]]:
+        """:meth:`expand_paths`, plus the files of directories left out for their suffix
+        (visible files only, sorted)."""
         given = [Path(p).expanduser() for p in paths]
         missing = [str(p) for p in given if not p.exists()]
         if missing:
             raise UserError(f"no such file or directory: {', '.join(missing)}")
         given = [p.resolve() for p in given]
         out: dict[Path, None] = {}
+        unsupported: dict[Path, None] = {}
         for path in given:
             if not path.is_dir():
                 out.setdefault(path, None)
                 continue
             for child in sorted(path.rglob("*")):
                 rel = child.relative_to(path).parts
-                if (
-                    child.suffix.lower() in SUPPORTED_SUFFIXES
-                    and not any(part.startswith(".") for part in rel)
-                    and child.is_file()
-                ):
+                if any(part.startswith(".") for part in rel) or not child.is_file():
+                    continue
+                if child.suffix.lower() in SUPPORTED_SUFFIXES:
                     out.setdefault(child, None)
-        return list(out)
+                else:
+                    unsupported.setdefault(child, None)
+        return list(out), [p for p in unsupported if p not in out]
 
     # ------------------------------------------------------------------ classification
 
@@ -377,15 +406,25 @@ class IngestPipeline:
         exc: IngestError,
         options: RecordOptions | None,
         report: IngestReport,
+        batch: _Batch,
     ) -> FileOutcome:
         """Outcome of a file that could not be loaded: empty → skipped, else failed.
 
-        A previously indexed version of the document is kept (and said so); otherwise the
-        failure is recorded in the catalog.
+        A previously indexed version of the document (same path) is kept (and said so);
+        otherwise the failure is recorded in the catalog, under an id of this path (never over
+        another file's document).
         """
         status: FileStatus = "skipped" if isinstance(exc, EmptyDocumentError) else "failed"
+        key = str(path)
         doc_id = doc_id_for_path(path, options)
+        if doc_id == default_doc_id(path) or self._id_owner(collection, doc_id, key, batch):
+            doc_id = self._file_doc_id(collection, path, batch)
         previous = self.catalog.get_document(collection, doc_id)
+        if previous is None or previous.status != "indexed":
+            mine = self.catalog.find_by_path(collection, key)
+            previous = next((d for d in mine if d.status == "indexed"), previous)
+            doc_id = previous.doc_id if previous is not None else doc_id
+        batch.ids[doc_id] = key
         kept = previous is not None and previous.status == "indexed"
         message = f"{path.name}: {exc.reason}"
         if status == "skipped":
@@ -413,14 +452,19 @@ class IngestPipeline:
         dim: int,
         report: IngestReport,
         progress: ProgressCallback | None,
+        batch: _Batch | None = None,
+        by_path: bool = False,
     ) -> None:
         """Classify every item; chunk, resolve, embed and write the new and changed ones.
+
+        With ``by_path`` (files) documents are identified by their path (see the module
+        docstring); otherwise (documents given directly) by their doc_id.
 
         Chunks go to a background embedding thread as soon as their document is chunked, so
         reading, chunking, reference resolution and writing overlap with the embedding (the
         model releases the GIL while it computes).
         """
-        batch = _Batch()
+        batch = batch if batch is not None else _Batch()
         embedding: _BackgroundEmbedder | None = None
 
         def finish(outcome: FileOutcome) -> None:
@@ -435,7 +479,9 @@ class IngestPipeline:
                     continue
                 outcome = FileOutcome(path=str(path), doc_id=item.doc_id, status="added")
                 report.files.append(outcome)  # in input order; completed when written
-                pending = self._classify(collection, dim, path, item, outcome, batch, report)
+                pending = self._classify(
+                    collection, dim, path, item, outcome, batch, report, by_path
+                )
                 if pending is None:
                     finish(outcome)
                     continue
@@ -475,15 +521,36 @@ class IngestPipeline:
         outcome: FileOutcome,
         batch: _Batch,
         report: IngestReport,
+        by_path: bool = False,
     ) -> _Pending | None:
         """Decide what to do with a loaded document; fill ``outcome``.
+
+        With ``by_path`` the doc_id is settled first: a file keeps its stem id when no other
+        path holds it, else gets its distinct id; a content-derived id held by another path
+        fails the file.
 
         Returns:
             The document and its chunks when they are to be embedded and written (outcome
             ``added``/``replaced``), else ``None`` (outcome final: unchanged, duplicate,
             skipped or failed).
         """
-        if doc.doc_id in batch.docs:
+        if by_path:
+            key = str(path)
+            if doc.doc_id == default_doc_id(path):
+                doc = doc.model_copy(update={"doc_id": self._file_doc_id(collection, path, batch)})
+                outcome.doc_id = doc.doc_id
+            else:
+                owner = self._id_owner(collection, doc.doc_id, key, batch)
+                if owner is not None:
+                    outcome.status = "failed"
+                    outcome.message = (
+                        f"{path.name}: its doc_id '{doc.doc_id}' comes from its content and is "
+                        f"already the doc_id of {owner}; not indexed (the other document is "
+                        "kept: delete it first to index this file instead)"
+                    )
+                    return None
+            batch.ids[doc.doc_id] = key
+        elif doc.doc_id in batch.docs:
             outcome.status = "failed"
             outcome.message = (
                 f"{path.name}: its doc_id '{doc.doc_id}' is also the doc_id of "
@@ -551,6 +618,38 @@ class IngestPipeline:
         pending = _Pending(doc, chunks, outcome, remove)
         batch.pending.append(pending)
         return pending
+
+    def _id_owner(self, collection: str, doc_id: str, key: str, batch: _Batch) -> str | None:
+        """Another path holding ``doc_id`` (earlier in the batch, or indexed), or ``None``."""
+        owner = batch.ids.get(doc_id)
+        if owner is not None and owner != key:
+            return f"{owner} (earlier in this batch)"
+        info = self.catalog.get_document(collection, doc_id)
+        if info is not None and info.path != key and info.status == "indexed":
+            return f"{info.path} (already indexed)"
+        return None
+
+    def _file_doc_id(self, collection: str, path: Path, batch: _Batch) -> str:
+        """The doc_id of the file at ``path`` (absolute), identified by its path.
+
+        Candidates: the stem id (``notes``), then distinct ids with more and more digits of
+        the path hash (``notes_1a2b3c``...). A candidate this path already holds in the
+        catalog wins (ids are stable across runs); else the first one that neither another
+        path's catalog record nor another file of this batch holds.
+        """
+        key = str(path)
+        candidates = [default_doc_id(path)]
+        candidates += [distinct_doc_id(path, n) for n in DISTINCT_ID_LENGTHS]
+        free = [c for c in candidates if batch.ids.get(c, key) == key]
+        mine = {d.doc_id for d in self.catalog.find_by_path(collection, key)}
+        for candidate in free:
+            if candidate in mine:
+                return candidate
+        for candidate in free:
+            info = self.catalog.get_document(collection, candidate)
+            if info is None or info.path == key:
+                return candidate
+        return candidates[-1]
 
     def _chunk_id_problem(
         self,
@@ -756,6 +855,22 @@ class _BackgroundEmbedder:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _unsupported_warning(files: Sequence[Path]) -> str:
+    """``skipped 3 files with unsupported types (.xyz, .bin): a.xyz, b.bin, c.xyz``."""
+    kinds = sorted({p.suffix.lower() or "(no suffix)" for p in files})
+    names = ", ".join(p.name for p in files[:UNSUPPORTED_EXAMPLES])
+    more = (
+        f" and {len(files) - UNSUPPORTED_EXAMPLES} more"
+        if len(files) > UNSUPPORTED_EXAMPLES
+        else ""
+    )
+    noun = "file" if len(files) == 1 else "files"
+    return (
+        f"skipped {len(files)} {noun} with unsupported types ({', '.join(kinds)}): "
+        f"{names}{more}; supported: {', '.join(SUPPORTED_SUFFIXES)}"
+    )
 
 
 def _start(progress: ProgressCallback | None, n_files: int) -> None:

@@ -29,6 +29,22 @@ _ABBR_SKIP = frozenset({"the", "of", "and", "for", "in", "on", "to", "a", "an"})
 _AUTO_RECORD_KEYS = ("sections", "records", "items", "documents", "entries", "data")
 _AUTO_TEXT_FIELDS = ("text", "content", "body", "page_content")
 _TEMPLATE_RE = re.compile(r"\{(?P<name>[^{}|]+)(?:\|(?P<filter>\w+))?\}")
+# RecordOptions fields the ``sleuth ingest`` command sets with a flag of its own.
+_CLI_FLAGS = frozenset(
+    {"record_path", "text_field", "title_field", "id_field", "source_id_template"}
+)
+
+
+def option_hint(name: str) -> str:
+    """How a user sets a :class:`RecordOptions` field, for error messages.
+
+    ``"text_field"`` -> ``"--text-field (RecordOptions.text_field)"``: the CLI flag and the
+    library field (fields without a flag are named alone).
+    """
+    field_name = f"RecordOptions.{name}"
+    if name in _CLI_FLAGS:
+        return f"--{name.replace('_', '-')} ({field_name})"
+    return field_name
 
 
 class RecordOptions(BaseModel):
@@ -95,6 +111,8 @@ class RecordSet:
     title: str | None = None
     doc_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    options: RecordOptions | None = None
+    """The options the records were read with (given, the statute profile, or detected)."""
 
 
 def abbreviate(name: str) -> str:
@@ -253,7 +271,7 @@ def _detect_options(data: Any, path: str) -> RecordOptions:
                 path,
                 "no records found: expected a list of objects, or an object with one of "
                 f"{', '.join(repr(k) for k in _AUTO_RECORD_KEYS)} holding them "
-                "(or pass RecordOptions(record_path=...))",
+                f"(or use {option_hint('record_path')} to name the list)",
             )
     if not isinstance(records, list):
         raise IngestError(path, "no records found: the JSON value is not a list of objects")
@@ -265,7 +283,7 @@ def _detect_options(data: Any, path: str) -> RecordOptions:
         raise IngestError(
             path,
             f"records have no text field (looked for {', '.join(_AUTO_TEXT_FIELDS)}); "
-            "pass RecordOptions(text_field=...)",
+            f"use {option_hint('text_field')} to name the field holding the text",
         )
     title_field = next((f for f in ("title", "name", "heading") if f in first), None)
     id_field = next((f for f in ("id", "source_id") if f in first), None)
@@ -283,7 +301,11 @@ def _select_records(data: Any, record_path: str, path: str) -> tuple[list[Any], 
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
-            raise IngestError(path, f"record_path '{record_path}': '{part}' not found")
+            raise IngestError(
+                path,
+                f"record_path '{record_path}': '{part}' not found "
+                f"(check {option_hint('record_path')})",
+            )
         where = part if where == "$" else f"{where}.{part}"
     if isinstance(node, dict):
         return [node], where
@@ -320,7 +342,9 @@ def _build(
         try:
             doc_id = render_template(options.doc_id_template, {}, top) or None
         except KeyError as exc:
-            raise IngestError(path, f"doc_id_template: field {exc} is missing") from exc
+            raise IngestError(
+                path, f"{option_hint('doc_id_template')}: field {exc} is missing"
+            ) from exc
         except ValueError as exc:
             raise IngestError(path, str(exc)) from exc
 
@@ -330,13 +354,20 @@ def _build(
         if not isinstance(record, dict):
             raise IngestError(path, f"{label}: record is a {type(record).__name__}, not an object")
         if options.text_field not in record:
-            raise IngestError(path, f"{label}: missing text field '{options.text_field}'")
+            raise IngestError(
+                path,
+                f"{label}: missing text field '{options.text_field}' "
+                f"(use {option_hint('text_field')} to name another field)",
+            )
         text = _record_text(record[options.text_field], label, options.text_field, path)
         try:
             title = _record_title(record, index, options)
             source_id = _record_id(record, top, options)
         except KeyError as exc:
-            raise IngestError(path, f"{label}: missing field {exc}") from exc
+            option = "source_id_template" if options.source_id_template else "id_field"
+            raise IngestError(
+                path, f"{label}: missing field {exc} (check {option_hint(option)})"
+            ) from exc
         except ValueError as exc:
             raise IngestError(path, str(exc)) from exc
         if source_id is not None:
@@ -358,7 +389,9 @@ def _build(
             Section(title_path=title_path, text=text, source_id=source_id, metadata=metadata)
         )
     doc_meta = {k: v for k, v in top.items() if isinstance(v, str | int | float) and v != ""}
-    return RecordSet(sections=sections, title=doc_title, doc_id=doc_id, metadata=doc_meta)
+    return RecordSet(
+        sections=sections, title=doc_title, doc_id=doc_id, metadata=doc_meta, options=options
+    )
 
 
 def _record_title(record: dict[str, Any], index: int, options: RecordOptions) -> str:
