@@ -60,6 +60,17 @@ class Sleuth:
     def agent(self) -> AgentService:
         return AgentService(self.settings, self.kb, reasoner=self._reasoner)
 
+    def drop_collection(self, name: str) -> None:
+        """Delete a collection with its index data and catalog records.
+
+        See :meth:`KnowledgeBase.drop_collection`; the pipeline forgets the dropped index.
+        """
+        self.kb.drop_collection(name)
+        pipeline = self.__dict__.get("pipeline")
+        if pipeline is not None:
+            with pipeline._lock:
+                pipeline._indexes.pop(name, None)
+
     def close(self) -> None:
         if "kb" in self.__dict__:
             self.kb.close()

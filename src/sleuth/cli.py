@@ -8,20 +8,24 @@ message on stderr and exit code 1, never a traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from sleuth.config import Settings
+from sleuth.config import Settings, inspect_settings, validation_messages
 from sleuth.errors import SleuthError
 
 EXIT_OK = 0
 EXIT_ERROR = 1
+EXIT_USAGE = 2
 EXIT_INSUFFICIENT = 3
 DEMO_COLLECTION = "python-reference"
 DEMO_QUESTION = "How does Python resolve a free variable in a nested function?"
@@ -44,22 +48,50 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on 
 AsciiOpt = Annotated[bool, typer.Option("--ascii", help="ASCII-only output")]
 
 
+def _error_line(message: str) -> None:
+    """``error: <message>`` on stderr, on one line (no markup, no wrapping)."""
+    err.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True, highlight=False)
+
+
 def _fail(message: str, code: int = EXIT_ERROR) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    _error_line(message)
     return typer.Exit(code)
+
+
+def _settings() -> Settings:
+    """The settings in force; invalid ones end the command with one line per bad field."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        for line in validation_messages(exc).values():
+            _error_line(line)
+        raise typer.Exit(EXIT_ERROR) from exc
 
 
 def _sleuth():  # type: ignore[no-untyped-def]
     from sleuth.app import Sleuth
 
-    try:
-        return Sleuth(Settings())
-    except Exception as exc:  # pydantic ValidationError names the bad SLEUTH_* field
-        raise _fail(f"invalid configuration: {exc}") from exc
+    return Sleuth(_settings())
 
 
 def _collection(name: str | None) -> str:
-    return name or Settings().default_collection
+    """The collection to use (``-c`` or the default), checked before anything is opened."""
+    from sleuth.errors import UserError
+    from sleuth.store.catalog import validate_collection_name
+
+    chosen = _settings().default_collection if name is None else name
+    try:
+        return validate_collection_name(chosen)
+    except UserError as exc:
+        raise _fail(str(exc), EXIT_USAGE if name is not None else EXIT_ERROR) from exc
+
+
+def _non_empty(text: str, what: str) -> str:
+    if not text.strip():
+        raise _fail(f"the {what} is empty; give a non-empty {what}", EXIT_USAGE)
+    return text
 
 
 @app.command()
@@ -132,12 +164,16 @@ def search(
 ) -> None:
     """Search a collection (no agent): ranked chunks with their source_id."""
     if mode not in ("hybrid", "bm25", "dense"):
-        raise _fail(f"--mode must be hybrid, bm25 or dense, not '{mode}'", 2)
+        raise _fail(f"--mode must be hybrid, bm25 or dense, not '{mode}'", EXIT_USAGE)
+    _non_empty(query, "query")
+    name = _collection(collection)
     s = _sleuth()
     try:
-        hits = s.kb.search(_collection(collection), query, k=top_k, mode=mode)  # type: ignore[arg-type]
+        hits = s.kb.search(name, query, k=top_k, mode=mode)  # type: ignore[arg-type]
     except SleuthError as exc:
+        s.close()
         raise _fail(str(exc)) from exc
+    s.close()
     if as_json:
         typer.echo(json.dumps([h.model_dump() for h in hits], indent=2, ensure_ascii=False))
         return
@@ -148,7 +184,6 @@ def search(
             str(h.rank), h.chunk.source_id, f"{h.score:.4f}", f"{h.chunk.heading}\n{snippet}"
         )
     Console(highlight=False).print(table)
-    s.close()
 
 
 @app.command()
@@ -161,13 +196,18 @@ def ask(
     max_iterations: Annotated[int | None, typer.Option(min=1, help="ReAct loop cap")] = None,
     as_json: JsonOpt = False,
     ascii_only: AsciiOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the answer")] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="Only the answer text and its citation ids, plain"),
+    ] = False,
 ) -> None:
     """Ask a question: the agent's trace streams live, then the cited answer."""
     if mode not in ("react", "guided"):
-        raise _fail(f"--mode must be react or guided, not '{mode}'", 2)
+        raise _fail(f"--mode must be react or guided, not '{mode}'", EXIT_USAGE)
+    _non_empty(question, "question")
+    name = _collection(collection)
     s = _sleuth()
-    _ask(s, question, _collection(collection), max_iterations, as_json, ascii_only, quiet, mode)
+    _ask(s, question, name, max_iterations, as_json, ascii_only, quiet, mode)
 
 
 def _ask(s, question, collection, max_iterations, as_json, ascii_only, quiet, mode="react"):  # type: ignore[no-untyped-def]
@@ -186,7 +226,11 @@ def _ask(s, question, collection, max_iterations, as_json, ascii_only, quiet, mo
     if as_json:
         typer.echo(response.model_dump_json(indent=2))
     elif quiet:
-        renderer.render_answer(response.answer, response.status.value)
+        prefix = "Insufficient context: " if response.answer.is_insufficient_context else ""
+        typer.echo(prefix + response.answer.answer_text)
+        ids = list(dict.fromkeys(c.source_id for c in response.answer.citations))
+        if ids:
+            typer.echo("citations: " + " ".join(ids))
     if response.status.value == "error":
         raise typer.Exit(EXIT_ERROR)
     if response.answer.is_insufficient_context:
@@ -204,17 +248,19 @@ def delete(
     ] = False,
 ) -> None:
     """Delete documents (from every index and the catalog), or a whole collection."""
-    name = _collection(collection)
+    if whole_collection and documents:
+        raise _fail("give documents or --whole-collection, not both", EXIT_USAGE)
+    if not whole_collection and not documents:
+        raise _fail("name at least one document (doc_id or path)", EXIT_USAGE)
+    given = _settings().default_collection if collection is None else collection
+    # an older version accepted names that break today's rule: those can still be deleted
+    name = given if whole_collection and _legacy_collection(given) else _collection(collection)
     s = _sleuth()
     try:
         if whole_collection:
-            if documents:
-                raise _fail("give documents or --whole-collection, not both", 2)
-            _delete_collection(s, name)
+            s.drop_collection(name)
             typer.echo(f"deleted collection {name}")
             return
-        if not documents:
-            raise _fail("name at least one document (doc_id or path)", 2)
         for doc in documents:
             s.pipeline.delete(name, doc)
             typer.echo(f"deleted {doc} from {name}")
@@ -224,23 +270,31 @@ def delete(
         s.close()
 
 
-def _delete_collection(s, name: str) -> None:  # type: ignore[no-untyped-def]
+def _legacy_collection(name: str) -> bool:
+    """Whether ``name`` breaks the naming rule but exists in the catalog (older versions)."""
     from sleuth.errors import UserError
+    from sleuth.store.catalog import validate_collection_name
 
-    info = s.catalog.get_collection(name)
-    if info is None:
-        raise UserError(f"collection '{name}' does not exist")
-    for doc in s.catalog.list_documents(name):
-        s.pipeline.delete(name, doc.doc_id)
-    s.kb.forget_index(name)
-    s.catalog.delete_collection(name)
+    try:
+        validate_collection_name(name)
+        return False
+    except UserError:
+        pass
+    s = _sleuth()
+    try:
+        return s.catalog.get_collection(name) is not None
+    finally:
+        s.close()
 
 
 @app.command()
 def collections(as_json: JsonOpt = False) -> None:
     """List collections with their embedding model and counts."""
     s = _sleuth()
-    infos = s.catalog.list_collections()
+    try:
+        infos = s.catalog.list_collections()
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
     if as_json:
         typer.echo(json.dumps([i.model_dump(mode="json") for i in infos], indent=2))
         return
@@ -293,22 +347,51 @@ def demo(
 
 @app.command("config")
 def show_config() -> None:
-    """Print the settings in force (from SLEUTH_* environment variables)."""
-    try:
-        settings = Settings()
-    except Exception as exc:
-        raise _fail(f"invalid configuration: {exc}") from exc
-    for key, value in settings.model_dump().items():
-        typer.echo(f"SLEUTH_{key.upper()}={value}")
+    """Print the settings in force (secrets masked); invalid values are marked."""
+    values, problems = inspect_settings()
+    for key, value in values.items():
+        mark = "    # INVALID" if key in problems else ""
+        typer.echo(f"SLEUTH_{key.upper()}={value}{mark}")
+    for line in problems.values():
+        _error_line(line)
+    if problems:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from sleuth import __version__
+
+        typer.echo(f"sleuth {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _main_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    return None
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: no traceback reaches the user unless SLEUTH_DEBUG=1."""
     try:
         app()
     except SleuthError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        _error_line(str(exc))
         sys.exit(EXIT_ERROR)
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("SLEUTH_DEBUG", "").strip() not in ("", "0", "false", "no"):
+            traceback.print_exc()
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        _error_line(f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": "))
+        err.print("(set SLEUTH_DEBUG=1 for the traceback)", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_ERROR)

@@ -5,11 +5,55 @@ Every field has a description; ``sleuth config`` prints the values in force.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "SLEUTH_"
+SECRET_FIELDS = frozenset({"llm_api_key", "milvus_token"})
+"""Fields whose values are never printed (``sleuth config`` shows ``***``)."""
+URL_FIELDS = frozenset({"database_url", "milvus_uri", "llm_base_url"})
+"""Fields that may hold a URL with a password; the password is masked when printed."""
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+
+
+def mask_url(url: str) -> str:
+    """``scheme://user:secret@host/db`` → ``scheme://user:***@host/db`` (else unchanged)."""
+    return _URL_PASSWORD.sub(r"\1***@", url)
+
+
+def env_name(field: str) -> str:
+    """The variable of a settings field: ``index_backend`` → ``SLEUTH_INDEX_BACKEND``."""
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def display_value(field: str, value: Any) -> str:
+    """A settings value as ``sleuth config`` prints it, with secrets masked."""
+    if value is None:
+        return ""
+    if field in SECRET_FIELDS:
+        return "***"
+    text = str(value)
+    return mask_url(text) if field in URL_FIELDS else text
+
+
+def validation_messages(exc: ValidationError) -> dict[str, str]:
+    """One message per bad field of a settings ``ValidationError``, keyed by field name.
+
+    The message reads ``SLEUTH_INDEX_BACKEND='foo': Input should be 'local' or 'milvus'``
+    (secrets masked).
+    """
+    out: dict[str, str] = {}
+    for error in exc.errors():
+        loc = error.get("loc") or ("?",)
+        field = str(loc[0])
+        shown = display_value(field, error.get("input"))
+        msg = error.get("msg", "invalid value")
+        out.setdefault(field, f"{env_name(field)}={shown!r}: {msg}")
+    return out
 
 
 def _default_data_dir() -> Path:
@@ -76,3 +120,26 @@ class Settings(BaseSettings):
     @property
     def catalog_url(self) -> str:
         return self.database_url or f"sqlite:///{self.sqlite_path}"
+
+
+def inspect_settings() -> tuple[dict[str, str], dict[str, str]]:
+    """The settings in force for display, even when some are invalid.
+
+    Returns:
+        ``(values, problems)``: every field's displayed value (secrets masked; an invalid
+        field shows the value given), and the message of each invalid field.
+    """
+    try:
+        return {k: display_value(k, v) for k, v in Settings().model_dump().items()}, {}
+    except ValidationError as exc:
+        problems = validation_messages(exc)
+        given = {str(e["loc"][0]): e.get("input") for e in exc.errors() if e.get("loc")}
+    defaults = {
+        f: Settings.model_fields[f].get_default(call_default_factory=True)
+        for f in problems
+        if f in Settings.model_fields
+    }
+    values = {k: display_value(k, v) for k, v in Settings(**defaults).model_dump().items()}
+    for field in problems:
+        values[field] = display_value(field, given.get(field))
+    return values, problems

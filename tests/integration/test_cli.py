@@ -89,6 +89,38 @@ def test_insufficient_context_exit_code_3(workspace: tuple[Path, Path]) -> None:
     assert "Insufficient context" in result.stdout
 
 
+def test_quiet_prints_only_the_answer_and_citation_ids(workspace: tuple[Path, Path]) -> None:
+    _, data = workspace
+    result = run(["ask", "How often is the lighthouse lamp cleaned?", "-c", "notes", "-q"], data)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert "Tuesday" in lines[0]
+    assert lines[-1].startswith("citations: lighthouse_")
+    assert result.stdout.isascii()  # no box, no rule
+    assert "Answer" not in result.stdout
+
+
+def test_model_loading_draws_no_progress_bars(workspace: tuple[Path, Path]) -> None:
+    _, data = workspace
+    result = run(["search", "fog horn", "-c", "notes", "--mode", "dense"], data)
+    assert result.returncode == 0, result.stderr
+    assert "Loading weights" not in result.stderr
+    assert "%|" not in result.stderr
+    assert result.stderr.isascii()
+
+
+def test_wrong_index_backend_names_both_and_opens_nothing(
+    workspace: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, data = workspace
+    monkeypatch.setenv("SLEUTH_INDEX_BACKEND", "milvus")
+    result = run(["ask", "What does the keeper do during fog?", "-c", "notes"], data)
+    assert result.returncode == 1, result.stdout
+    assert "Traceback" not in result.stderr
+    assert "'local'" in result.stderr and "SLEUTH_INDEX_BACKEND=local" in result.stderr
+    assert not (data / "milvus.db").exists()
+
+
 def test_unknown_collection_is_a_one_line_error(workspace: tuple[Path, Path]) -> None:
     _, data = workspace
     result = run(["ask", "anything", "-c", "nope"], data)
@@ -111,6 +143,23 @@ def test_delete_removes_the_document_from_search(workspace: tuple[Path, Path]) -
         )
         assert all(h["chunk"]["doc_id"] != "extra" for h in json.loads(result.stdout)), mode
     (docs / "extra.md").unlink()
+
+
+def test_delete_whole_collection_removes_its_index_files(tmp_path: Path) -> None:
+    doc = tmp_path / "secret.md"
+    doc.write_text("# Secret\n\nThe vault combination is orange-kangaroo-42.\n")
+    data = tmp_path / "data"
+    assert run(["ingest", str(doc), "-c", "vault"], data).returncode == 0
+    index_dir = data / "indexes" / "vault"
+    assert index_dir.is_dir()
+    deleted = run(["delete", "-c", "vault", "--whole-collection"], data)
+    assert deleted.returncode == 0, deleted.stderr
+    assert not index_dir.exists()
+    other = tmp_path / "other.md"
+    other.write_text("# Other\n\nNothing to see here about kangaroos.\n")
+    assert run(["ingest", str(other), "-c", "vault"], data).returncode == 0
+    hits = json.loads(run(["search", "orange kangaroo 42", "-c", "vault", "--json"], data).stdout)
+    assert all("orange-kangaroo" not in h["chunk"]["text"] for h in hits)
 
 
 def test_demo_answers_and_reuses_its_index(tmp_path: Path) -> None:

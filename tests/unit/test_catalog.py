@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.errors import ConfigError, EmbeddingModelMismatch
-from sleuth.store.catalog import Catalog, DocumentInfo
+from sleuth.errors import ConfigError, EmbeddingModelMismatch, UserError
+from sleuth.store.catalog import Catalog, DocumentInfo, validate_collection_name
 from sleuth.types import Chunk, Reference
 from tests.helpers import make_chunks
 
@@ -256,3 +256,34 @@ def test_in_memory_sqlite_works() -> None:
     cat.ensure_collection("c", "m", 8, "local")
     assert [c.name for c in cat.list_collections()] == ["c"]
     cat.close()
+
+
+@pytest.mark.parametrize(
+    "bad", ["", ".", "..", "a/b", "../../etc", "a\\b", "x" * 65, "-x", "my laws"]
+)
+def test_invalid_collection_names_leave_no_ghost(catalog: Catalog, bad: str) -> None:
+    with pytest.raises(UserError, match="invalid collection name") as info:
+        catalog.ensure_collection(bad, "m", 8, "local")
+    assert "1 to 64 characters" in str(info.value)
+    with pytest.raises(UserError):
+        catalog.check_collection(bad, "m")
+    assert catalog.list_collections() == []
+
+
+def test_valid_collection_names() -> None:
+    for good in ["statutes", "python-reference", "a", "v1.2_x", "A" * 64]:
+        assert validate_collection_name(good) == good
+
+
+def test_unreachable_database_is_a_config_error_with_masked_password() -> None:
+    with pytest.raises(ConfigError) as info:
+        Catalog("postgresql+psycopg://u:s3cretpw@127.0.0.1:5999/x?connect_timeout=3")
+    message = str(info.value)
+    assert "SLEUTH_DATABASE_URL=postgresql+psycopg://u:***@127.0.0.1:5999/x" in message
+    assert "s3cretpw" not in message
+    assert "\n" not in message
+
+
+def test_missing_database_driver_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"SLEUTH_DATABASE_URL=mysql://x: ModuleNotFoundError"):
+        Catalog("mysql://x")

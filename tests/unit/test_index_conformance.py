@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from sleuth.config import Settings
-from sleuth.errors import ConfigError, EmbeddingModelMismatch
+from sleuth.errors import ConfigError, EmbeddingModelMismatch, UserError
 from sleuth.store.factory import open_index
 from sleuth.store.index import RRF_K, Index, rrf_fuse
 from sleuth.store.local_index import LocalIndex, tokenize
@@ -647,9 +647,22 @@ def test_open_index_local(tmp_path: Path) -> None:
         assert ix.directory == tmp_path / "data" / "indexes" / "laws"
     finally:
         ix.close()
-    for bad in ["", "..", "a/b"]:
-        with pytest.raises(ConfigError):
+    for bad in ["", ".", "..", "a/b", "../../etc", "x" * 300, "my laws"]:
+        with pytest.raises(UserError, match="invalid collection name"):
             open_index(settings, bad, DIM)
+    assert not (tmp_path / "data" / "indexes" / "etc").exists()
+
+
+def test_local_drop_removes_every_file(tmp_path: Path) -> None:
+    path = tmp_path / "ix"
+    ix = LocalIndex(path, DIM)
+    ix.add(CORPUS, vectors(CORPUS))
+    ix.drop()
+    assert not path.exists()
+    with pytest.raises(RuntimeError):
+        ix.count()
+    with LocalIndex(path, DIM) as fresh:
+        assert fresh.count() == 0
 
 
 @pytest.mark.skipif(not HAVE_MILVUS, reason=NO_MILVUS)
@@ -657,7 +670,7 @@ def test_open_index_milvus_lite_default_path(tmp_path: Path) -> None:
     from sleuth.store.milvus_index import MilvusIndex
 
     settings = Settings(data_dir=tmp_path / "data", index_backend="milvus")
-    ix = open_index(settings, "my laws-2024", DIM)
+    ix = open_index(settings, "my.laws-2024", DIM)
     try:
         assert isinstance(ix, MilvusIndex)
         assert ix.uri == str(tmp_path / "data" / "milvus.db")

@@ -71,3 +71,11 @@ def test_named_section_respects_the_document_filter_and_new_documents(tmp_path) 
     assert hits[0].chunk.source_id == "IPC_S303"
     assert hits[0].score == 1.0  # the cached section lookup saw the new document
     assert app.kb.search("test", query, k=5, doc_ids=["BNS"])[0].chunk.doc_id == "BNS"
+
+
+def test_a_citation_id_typed_as_the_query_finds_its_section(tmp_path) -> None:
+    service = make_service(tmp_path)
+    hits = service.kb.search("test", "BNS_S101", k=3)
+    assert hits[0].chunk.source_id == "BNS_S101"
+    response = service.execute_agentic_search("BNS_S101", "test")
+    assert [c.source_id for c in response.answer.citations][:1] == ["BNS_S101"]

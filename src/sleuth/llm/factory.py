@@ -216,6 +216,31 @@ def make_chat_model(settings: Settings) -> BaseChatModel | None:
     _check_requests_allowed(spec)
     from langchain.chat_models import init_chat_model
 
-    return init_chat_model(
-        spec.model, model_provider=spec.provider, **_provider_kwargs(spec, settings)
+    try:
+        return init_chat_model(
+            spec.model, model_provider=spec.provider, **_provider_kwargs(spec, settings)
+        )
+    except Exception as exc:  # e.g. openai.OpenAIError: missing credentials
+        raise _provider_error(spec, exc) from exc
+
+
+PROVIDER_KEY_VARIABLES: dict[str, str] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
+"""provider -> the provider's own API-key variable (read when SLEUTH_LLM_API_KEY is unset)."""
+
+
+def _provider_error(spec: LLMSpec, exc: BaseException) -> ConfigError:
+    """A one-line ConfigError for a provider model that could not be constructed."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    detail = f"{type(exc).__name__}: {lines[0] if lines else ''}"
+    key_var = PROVIDER_KEY_VARIABLES.get(spec.provider or "")
+    if key_var:
+        hint = f"set SLEUTH_LLM_API_KEY (or {key_var}), or check SLEUTH_LLM and SLEUTH_LLM_BASE_URL"
+    else:
+        hint = "check SLEUTH_LLM and SLEUTH_LLM_BASE_URL"
+    return ConfigError(
+        f"SLEUTH_LLM={spec.provider}:{spec.model}: cannot create the {spec.provider} chat "
+        f"model ({detail}); {hint}"
     )

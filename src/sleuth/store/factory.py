@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sleuth.config import Settings
-from sleuth.errors import ConfigError
+from sleuth.store.catalog import validate_collection_name
 from sleuth.store.index import Index
 
 
@@ -23,11 +23,11 @@ def open_index(settings: Settings, collection: str, dim: int) -> Index:
     Raises:
         MissingExtraError: the milvus backend without ``sleuth[milvus]`` installed.
         EmbeddingModelMismatch: the index exists with vectors of another dimension.
-        ConfigError: the index cannot be opened with these settings, or the collection
-            name is not usable as a directory name.
+        ConfigError: the index cannot be opened with these settings.
+        UserError: an invalid collection name (see
+            :func:`~sleuth.store.catalog.validate_collection_name`).
     """
-    if not collection or collection in {".", ".."} or any(c in collection for c in "/\\\0"):
-        raise ConfigError(f"invalid collection name {collection!r}")
+    validate_collection_name(collection)
     if settings.index_backend == "milvus":
         from sleuth.store.milvus_index import MilvusIndex
 

@@ -37,6 +37,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -318,6 +319,17 @@ class LocalIndex:
                 os.close(self._lock_fd)
                 self._lock_fd = None
             self._reset_memory()
+
+    def drop(self) -> None:
+        """Delete the whole index (irreversible): close it and remove its directory.
+
+        Every file of the index goes, the journal included (it holds the chunk texts).
+        """
+        with self._lock:
+            self._check_open()
+            with self._flock(exclusive=True):
+                shutil.rmtree(self.directory, ignore_errors=True)
+            self.close()
 
     # ------------------------------------------------------------------ extras
 

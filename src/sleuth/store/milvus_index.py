@@ -405,10 +405,11 @@ class MilvusIndex:
         return [by_id[cid] for cid in chunk_ids if cid in by_id]
 
     def drop(self) -> None:
-        """Drop the whole collection from Milvus (irreversible)."""
+        """Drop the whole collection from Milvus (irreversible), then close the index."""
         with self._lock:
             self._check_open()
             self._client.drop_collection(self.name)
+        self.close()
 
     def __enter__(self) -> MilvusIndex:
         return self
