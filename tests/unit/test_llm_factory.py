@@ -225,6 +225,7 @@ def test_openai_explicit_key_wins_and_no_placeholder_without_base_url(
     assert "base_url" not in seen
 
     seen.clear()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     make_chat_model(Settings(llm="openai:gpt-4o-mini"))
     assert "api_key" not in seen  # left to OPENAI_API_KEY / the provider's own lookup
 

@@ -214,6 +214,15 @@ def make_chat_model(settings: Settings) -> BaseChatModel | None:
         module, extra, module.replace("_", "-"), f"SLEUTH_LLM={spec.provider}:{spec.model}"
     )
     _check_requests_allowed(spec)
+    key_variable = PROVIDER_KEY_VARIABLES.get(spec.provider)
+    if (
+        key_variable
+        and not settings.llm_api_key
+        and not settings.llm_base_url  # a local OpenAI-compatible server needs no key
+        and not os.environ.get(key_variable)
+    ):
+        # some providers only notice a missing key at the first request: say it now
+        raise _provider_error(spec, RuntimeError(f"no API key ({key_variable} is not set)"))
     from langchain.chat_models import init_chat_model
 
     try:
