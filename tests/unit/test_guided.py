@@ -500,7 +500,7 @@ def test_a_failing_graph_still_ends_with_one_answer(
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("validator crashed")
 
-    monkeypatch.setattr(runtime, "validate_citations", broken)
+    monkeypatch.setattr(runtime, "finish_answer", broken)
     result, events, _ = run_guided(app, MURDER)
     assert result.status == RunStatus.ERROR
     assert result.error == "RuntimeError: validator crashed"

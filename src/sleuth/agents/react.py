@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 from sleuth.agents.answer import AnswerDraft
-from sleuth.agents.citations import RemovedCitation, validate_citations
+from sleuth.agents.citations import RemovedCitation
 from sleuth.agents.events import (
     AnswerEvent,
     EventEmitter,
@@ -26,6 +26,7 @@ from sleuth.agents.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from sleuth.agents.finish import finish_answer
 from sleuth.agents.heuristic import compose_answer
 from sleuth.agents.reasoner import Decision, Reasoner
 from sleuth.agents.state import AgentState, AgentStep, AgentStepType, RunStatus, ToolCallRequest
@@ -250,25 +251,10 @@ def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
                 draft = rt.reasoner.conclude(state, rt.ctx, reason)
             except Exception:  # the evidence-based fallback always answers
                 draft = compose_answer(question, rt.ctx)
-    answer, removed = validate_citations(draft, rt.ctx.retrieved)
-    if not answer.is_insufficient_context and not answer.citations:
-        # an answer must rest on retrieved sections: an uncited one is replaced by the
-        # extractive answer from the evidence (cited, or honestly insufficient)
-        rt.answer_replaced = "the answer cited no section retrieved in this run"
-        answer, more = validate_citations(compose_answer(question, rt.ctx), rt.ctx.retrieved)
-        removed.extend(more)
-    if rt.error is not None and answer.is_insufficient_context:
-        answer.answer_text = (
-            f"The run stopped because {rt.error}; the evidence retrieved before that does "
-            "not answer the question."
-        )
+    finished = finish_answer(question, draft, rt.ctx, state.stop_status, rt.error)
+    answer, removed, status = finished.answer, finished.removed, finished.status
+    rt.answer_replaced = finished.replaced
     rt.removed_citations.extend(removed)
-    if state.stop_status is not None:
-        status = state.stop_status
-    elif answer.is_insufficient_context:
-        status = RunStatus.INSUFFICIENT_CONTEXT
-    else:
-        status = RunStatus.COMPLETED
     rt.timed("finalize", started)
     rt.emitter.emit(AnswerEvent(answer=answer, status=status.value))
     return {

@@ -49,7 +49,7 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
 from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
-from sleuth.agents.citations import RemovedCitation, clean_answer_text, validate_citations
+from sleuth.agents.citations import RemovedCitation, clean_answer_text
 from sleuth.agents.events import (
     AnswerEvent,
     EventEmitter,
@@ -58,6 +58,7 @@ from sleuth.agents.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from sleuth.agents.finish import finish_answer
 from sleuth.agents.guided.agents import (
     EvidenceSection,
     approx_tokens,
@@ -161,6 +162,7 @@ class _Run:
     path: list[str] = field(default_factory=list)
     tool_trace: list[dict[str, Any]] = field(default_factory=list)
     removed: list[RemovedCitation] = field(default_factory=list)
+    answer_replaced: str | None = None
     stage_ms: dict[str, float] = field(default_factory=dict)
     retries: dict[str, int] = field(default_factory=dict)
     agent_calls: list[dict[str, Any]] = field(default_factory=list)
@@ -874,14 +876,13 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     rt.path.append("finalize")
     started = time.perf_counter()
     draft = state.draft or compose_answer(state.question, rt.ctx)
-    answer, removed = validate_citations(draft, rt.ctx.retrieved)
+    conversational = state.plan is not None and state.plan.skip_retrieval == "llm_only"
+    finished = finish_answer(
+        state.question, draft, rt.ctx, state.stop_status, require_citations=not conversational
+    )
+    answer, removed, status = finished.answer, finished.removed, finished.status
     rt.removed.extend(removed)
-    if state.stop_status is not None:
-        status = state.stop_status
-    elif answer.is_insufficient_context:
-        status = RunStatus.INSUFFICIENT_CONTEXT
-    else:
-        status = RunStatus.COMPLETED
+    rt.answer_replaced = finished.replaced
     rt.emitter.emit(AnswerEvent(answer=answer, status=status.value))
     rt.steps.append(
         AgentStep(
@@ -1055,6 +1056,7 @@ class GuidedRuntime:
             "refinements": rt.refinements,
             "max_refinements": rt.max_refinements,
             "citations_removed": [r.model_dump() for r in rt.removed],
+            "answer_replaced": rt.answer_replaced,
             "retrieved_source_ids": list(ctx.retrieved),
             "token_usage": dict(ctx.usage),
             "error": error,
