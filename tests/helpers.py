@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from sleuth.agents.reasoner import Reasoner
 from sleuth.app import Sleuth
 from sleuth.config import Settings
 from sleuth.retrieval.embeddings import HashingEmbedder
 from sleuth.service import AgentService
+from sleuth.store.catalog import Catalog
 from sleuth.types import Chunk, Document, Reference, Section
 
 STATUTE_SECTIONS = {
@@ -99,3 +104,59 @@ def make_chunks(
                 )
             )
     return out
+
+
+def check_runs_round_trip(catalog: Catalog) -> dict[str, Any]:
+    """Run-store scenario shared by the SQLite and PostgreSQL catalog tests; returns run t1."""
+    answer = {"text": "Murder is punished [BNS_S103].", "citations": ["BNS_S103"]}
+    steps = [{"type": "think", "content": "search"}, {"type": "tool_call", "tool": "rag_search"}]
+    catalog.save_run(
+        {
+            "task_id": "t1",
+            "collection": "laws",
+            "user_id": "alice",
+            "question": "What is murder?",
+            "mode": "agent",
+            "status": "running",
+            "created_at": datetime(2024, 1, 1, tzinfo=UTC),
+            "llm": "heuristic",  # unknown key: kept
+        }
+    )
+    catalog.save_run(
+        {
+            "task_id": "t1",
+            "status": "done",
+            "answer": answer,
+            "steps": steps,
+            "trace": {"events": 7, "timings_ms": {"total": 1.5}},
+            "finished_at": "2024-01-01T00:00:05+00:00",
+        }
+    )
+    run = catalog.get_run("t1")
+    assert run is not None
+    assert run["status"] == "done"
+    assert run["question"] == "What is murder?"
+    assert run["answer"] == answer
+    assert run["steps"] == steps
+    assert run["trace"] == {"events": 7, "timings_ms": {"total": 1.5}}
+    assert run["llm"] == "heuristic"
+    assert run["created_at"].tzinfo is not None and run["finished_at"].tzinfo is not None
+    assert run["created_at"] == datetime(2024, 1, 1, tzinfo=UTC)
+    assert (run["finished_at"] - run["created_at"]).total_seconds() == 5
+    assert catalog.get_run("nope") is None
+
+    catalog.save_run(
+        {"task_id": "t2", "collection": "laws", "question": "q2", "mode": "rag", "status": "done"}
+    )
+    catalog.save_run(
+        {"task_id": "t3", "collection": "docs", "question": "q3", "mode": "agent", "status": "done"}
+    )
+    assert [r["task_id"] for r in catalog.list_runs()][:1] == ["t3"]  # newest first
+    assert {r["task_id"] for r in catalog.list_runs(collection="laws")} == {"t1", "t2"}
+    assert [r["task_id"] for r in catalog.list_runs(user_id="alice")] == ["t1"]
+    assert len(catalog.list_runs(limit=2)) == 2
+    with pytest.raises(ValueError, match="question"):
+        catalog.save_run({"task_id": "t4", "collection": "laws", "mode": "x", "status": "y"})
+    with pytest.raises(ValueError, match="task_id"):
+        catalog.save_run({"collection": "laws"})
+    return run

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from sleuth.errors import ConfigError, EmbeddingModelMismatch, UserError
 from sleuth.store.catalog import Catalog, DocumentInfo, validate_collection_name
 from sleuth.types import Chunk, Reference
-from tests.helpers import make_chunks
+from tests.helpers import check_runs_round_trip, make_chunks
 
 
 @pytest.fixture
@@ -178,56 +177,7 @@ def test_delete_collection(catalog: Catalog) -> None:
 
 
 def test_runs_round_trip(catalog: Catalog) -> None:
-    answer = {"text": "Murder is punished [BNS_S103].", "citations": ["BNS_S103"]}
-    steps = [{"type": "think", "content": "search"}, {"type": "tool_call", "tool": "rag_search"}]
-    catalog.save_run(
-        {
-            "task_id": "t1",
-            "collection": "laws",
-            "user_id": "alice",
-            "question": "What is murder?",
-            "mode": "agent",
-            "status": "running",
-            "created_at": datetime(2024, 1, 1, tzinfo=UTC),
-            "llm": "heuristic",  # unknown key: kept
-        }
-    )
-    catalog.save_run(
-        {
-            "task_id": "t1",
-            "status": "done",
-            "answer": answer,
-            "steps": steps,
-            "trace": {"events": 7},
-            "finished_at": "2024-01-01T00:00:05+00:00",
-        }
-    )
-    run = catalog.get_run("t1")
-    assert run is not None
-    assert run["status"] == "done"
-    assert run["question"] == "What is murder?"
-    assert run["answer"] == answer
-    assert run["steps"] == steps
-    assert run["trace"] == {"events": 7}
-    assert run["llm"] == "heuristic"
-    assert run["created_at"] == datetime(2024, 1, 1, tzinfo=UTC)
-    assert (run["finished_at"] - run["created_at"]).total_seconds() == 5
-    assert catalog.get_run("nope") is None
-
-    catalog.save_run(
-        {"task_id": "t2", "collection": "laws", "question": "q2", "mode": "rag", "status": "done"}
-    )
-    catalog.save_run(
-        {"task_id": "t3", "collection": "docs", "question": "q3", "mode": "agent", "status": "done"}
-    )
-    assert [r["task_id"] for r in catalog.list_runs()][:1] == ["t3"]  # newest first
-    assert {r["task_id"] for r in catalog.list_runs(collection="laws")} == {"t1", "t2"}
-    assert [r["task_id"] for r in catalog.list_runs(user_id="alice")] == ["t1"]
-    assert len(catalog.list_runs(limit=2)) == 2
-    with pytest.raises(ValueError, match="question"):
-        catalog.save_run({"task_id": "t4", "collection": "laws", "mode": "x", "status": "y"})
-    with pytest.raises(ValueError, match="task_id"):
-        catalog.save_run({"collection": "laws"})
+    check_runs_round_trip(catalog)
 
 
 def test_concurrent_use_from_threads(catalog: Catalog) -> None:
