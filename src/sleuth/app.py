@@ -11,6 +11,7 @@ from functools import cached_property
 from sleuth.agents.reasoner import Reasoner
 from sleuth.config import Settings
 from sleuth.ingest.pipeline import IngestPipeline
+from sleuth.memory import AgentMemory
 from sleuth.retrieval.embeddings import Embedder
 from sleuth.retrieval.search import KnowledgeBase
 from sleuth.service import AgentService
@@ -57,8 +58,13 @@ class Sleuth:
         )
 
     @cached_property
+    def memory(self) -> AgentMemory:
+        """The users' run memory (its index opens on first use)."""
+        return AgentMemory(self.kb)
+
+    @cached_property
     def agent(self) -> AgentService:
-        return AgentService(self.settings, self.kb, reasoner=self._reasoner)
+        return AgentService(self.settings, self.kb, reasoner=self._reasoner, memory=self.memory)
 
     def drop_collection(self, name: str) -> None:
         """Delete a collection with its index data and catalog records.
@@ -72,5 +78,7 @@ class Sleuth:
                 pipeline._indexes.pop(name, None)
 
     def close(self) -> None:
+        if "memory" in self.__dict__:
+            self.memory.close()
         if "kb" in self.__dict__:
             self.kb.close()

@@ -200,6 +200,12 @@ def ask(
         bool,
         typer.Option("--quiet", "-q", help="Only the answer text and its citation ids, plain"),
     ] = False,
+    no_memory: Annotated[
+        bool,
+        typer.Option(
+            "--no-memory", help="Neither recall past runs nor remember this one (SLEUTH_MEMORY)"
+        ),
+    ] = False,
 ) -> None:
     """Ask a question: the agent's trace streams live, then the cited answer."""
     if mode not in ("react", "guided"):
@@ -207,17 +213,24 @@ def ask(
     _non_empty(question, "question")
     name = _collection(collection)
     s = _sleuth()
-    _ask(s, question, name, max_iterations, as_json, ascii_only, quiet, mode)
+    _ask(s, question, name, max_iterations, as_json, ascii_only, quiet, mode, not no_memory)
 
 
-def _ask(s, question, collection, max_iterations, as_json, ascii_only, quiet, mode="react"):  # type: ignore[no-untyped-def]
+def _ask(  # type: ignore[no-untyped-def]
+    s, question, collection, max_iterations, as_json, ascii_only, quiet, mode="react", memory=True
+):
     from sleuth.trace import TraceRenderer
 
     renderer = TraceRenderer(ascii_only=ascii_only)
     sinks = [] if (as_json or quiet) else [renderer]
     try:
         response = s.agent.execute_agentic_search(
-            question, collection, mode=mode, max_iterations=max_iterations, sinks=sinks
+            question,
+            collection,
+            mode=mode,
+            max_iterations=max_iterations,
+            sinks=sinks,
+            use_memory=memory,
         )
     except SleuthError as exc:
         raise _fail(str(exc)) from exc

@@ -110,8 +110,18 @@ class Settings(BaseSettings):
         default=2, ge=0, description="Guided mode: CRAG refinement rounds at most"
     )
     run_timeout_s: float = Field(default=300.0, gt=0, description="Wall-clock cap of one run")
+    strict_grounding: bool = Field(
+        default=False,
+        description="Drop answer sentences that no retrieved section supports (default: keep "
+        "them, listed in the answer's ungrounded_sentences)",
+    )
     top_k: int = Field(default=5, ge=1, le=100, description="Default hits per search")
     default_collection: str = Field(default="default", description="Collection used by default")
+    memory: bool = Field(
+        default=True,
+        description="Agent memory: remember each user's completed runs and offer the "
+        "recall_similar tool (false: off for every request)",
+    )
 
     @property
     def sqlite_path(self) -> Path:

@@ -22,10 +22,13 @@ from sleuth.agents.heuristic import HeuristicReasoner
 from sleuth.agents.react import RunRuntime, build_react_graph
 from sleuth.agents.reasoner import Reasoner
 from sleuth.agents.state import AgentState, AgentStep, RunStatus
+from sleuth.agents.support import SupportChecker
 from sleuth.config import Settings
 from sleuth.errors import UserError
+from sleuth.memory import AgentMemory
 from sleuth.retrieval.search import KnowledgeBase
 from sleuth.tools.base import RunContext, ToolRegistry
+from sleuth.tools.memory import build_memory_tools
 from sleuth.tools.rag import build_rag_tools
 
 AgentMode = Literal["react", "guided"]
@@ -54,6 +57,14 @@ def _failed(exc: Exception, emitter: EventEmitter) -> _Outcome:
     return _Outcome(answer=answer, status=RunStatus.ERROR, steps=[], error=error)
 
 
+@dataclass(frozen=True)
+class _Checks:
+    """The citation checks of one run."""
+
+    checker: SupportChecker
+    strict_grounding: bool
+
+
 class AgentSearchResponse(BaseModel):
     """Everything a run produced."""
 
@@ -77,6 +88,8 @@ class AgentService:
         kb: the knowledge base (created from ``settings`` when omitted).
         reasoner: overrides the reasoner chosen by ``settings.llm`` (tests pass a scripted
             model wrapped in :class:`~sleuth.agents.llm_reasoner.LLMReasoner`).
+        memory: the users' run memory (created over ``kb`` when omitted; used unless
+            ``settings.memory`` is false or a request opts out).
     """
 
     def __init__(
@@ -84,10 +97,12 @@ class AgentService:
         settings: Settings,
         kb: KnowledgeBase | None = None,
         reasoner: Reasoner | None = None,
+        memory: AgentMemory | None = None,
     ) -> None:
         self.settings = settings
         self.kb = kb or KnowledgeBase(settings)
         self._reasoner = reasoner
+        self.memory = memory if memory is not None else AgentMemory(self.kb)
         self._graph = build_react_graph()
 
     @cached_property
@@ -103,9 +118,13 @@ class AgentService:
 
         return LLMReasoner(model, name=self.settings.llm)
 
-    def tool_registry(self) -> ToolRegistry:
-        """The tools offered to a run (built-in knowledge-base tools)."""
-        return ToolRegistry(build_rag_tools(self.kb))
+    def tool_registry(self, memory: bool = False) -> ToolRegistry:
+        """The tools offered to a run: the built-in knowledge-base tools, plus
+        ``recall_similar`` (the user's past runs) when ``memory`` is true."""
+        tools = build_rag_tools(self.kb)
+        if memory:
+            tools.extend(build_memory_tools(self.memory))
+        return ToolRegistry(tools)
 
     @cached_property
     def guided_runtime(self) -> GuidedRuntime:
@@ -123,6 +142,8 @@ class AgentService:
         timeout_s: float | None = None,
         sinks: list[EventSink] | None = None,
         task_id: str | None = None,
+        use_memory: bool = True,
+        strict_grounding: bool | None = None,
     ) -> AgentSearchResponse:
         """Answer ``query`` from ``collection``.
 
@@ -131,6 +152,17 @@ class AgentService:
         decomposition, compression on a fixed graph). Both use the same tools, events, answer
         schema and citation validation. Events are sent to ``sinks`` as they happen (the CLI
         trace, the SSE stream); exactly one terminal ``done`` or ``error`` event ends them.
+
+        With memory on (``use_memory`` and ``settings.memory``), the user's similar past runs
+        are recalled first (their task ids in ``trace["memory"]["recalled"]``), the run gets
+        the ``recall_similar`` tool, and a ``completed`` or ``insufficient_context`` run is
+        remembered for ``user_id`` afterwards. ``use_memory=False`` opts this request out:
+        nothing recalled, no tool, nothing stored. Memory failures never fail the run:
+        ``trace["memory"]`` = ``{"enabled", "recalled", "stored", "error"}``.
+
+        Citations are checked sentence by sentence (retrieved in this run, and supported by
+        the cited section: :mod:`sleuth.agents.support`); ``strict_grounding`` (default:
+        ``settings.strict_grounding``) drops sentences left without a supporting citation.
 
         Raises:
             UserError: empty question, unknown mode or unknown collection (before any event).
@@ -144,14 +176,22 @@ class AgentService:
         task_id = task_id or uuid.uuid4().hex
         emitter = EventEmitter(task_id, sinks)
         ctx = RunContext(collection=collection, user_id=user_id)
-        tools = self.tool_registry()
+        use_memory = use_memory and self.settings.memory
+        tools = self.tool_registry(memory=use_memory)
         started = time.perf_counter()
         deadline = time.monotonic() + (timeout_s or self.settings.run_timeout_s)
+        memory = self._recall(query.strip(), collection, user_id, use_memory)
+        checks = _Checks(
+            SupportChecker(self.kb.embedder),
+            self.settings.strict_grounding if strict_grounding is None else strict_grounding,
+        )
         if mode == "guided":
-            outcome = self._run_guided(query.strip(), ctx, tools, emitter, deadline)
+            outcome = self._run_guided(query.strip(), ctx, tools, emitter, deadline, checks)
         else:
             limit = max_iterations or self.settings.max_iterations
-            outcome = self._run_react(query.strip(), ctx, tools, emitter, deadline, limit, task_id)
+            outcome = self._run_react(
+                query.strip(), ctx, tools, emitter, deadline, limit, task_id, checks
+            )
         trace = outcome.trace
         trace.update(
             mode=mode,
@@ -159,6 +199,7 @@ class AgentService:
             retrieved_source_ids=list(ctx.retrieved),
             token_usage=ctx.usage,
             error=outcome.error,
+            memory=memory,
         )
         trace.setdefault("timings_ms", {})["total"] = round(
             (time.perf_counter() - started) * 1e3, 1
@@ -174,6 +215,8 @@ class AgentService:
             tool_calls=trace.get("tool_trace", []),
             trace=trace,
         )
+        if use_memory and not outcome.error:
+            self._remember(response, user_id, memory)
         self._store(response, user_id, emitter)
         if outcome.error:
             emitter.emit(ErrorEvent(message=outcome.error))
@@ -190,9 +233,16 @@ class AgentService:
         deadline: float,
         limit: int,
         task_id: str,
+        checks: _Checks,
     ) -> _Outcome:
         runtime = RunRuntime(
-            ctx=ctx, tools=tools, reasoner=self.reasoner, emitter=emitter, deadline=deadline
+            ctx=ctx,
+            tools=tools,
+            reasoner=self.reasoner,
+            emitter=emitter,
+            deadline=deadline,
+            checker=checks.checker,
+            strict_grounding=checks.strict_grounding,
         )
         state = AgentState(
             task_id=task_id,
@@ -217,11 +267,11 @@ class AgentService:
             trace["iterations"] = 0
         outcome.error = outcome.error or runtime.error
         trace.update(
-            answer_replaced=runtime.answer_replaced,
             tool_trace=runtime.tool_trace,
             citations_removed=[r.model_dump() for r in runtime.removed_citations],
             timings_ms={k: round(v, 1) for k, v in runtime.stage_ms.items()},
         )
+        trace.update(runtime.citation_trace)
         outcome.trace = trace
         return outcome
 
@@ -232,6 +282,7 @@ class AgentService:
         tools: ToolRegistry,
         emitter: EventEmitter,
         deadline: float,
+        checks: _Checks,
     ) -> _Outcome:
         model = getattr(self.reasoner, "model", None)  # LLMReasoner.model; None = heuristic
         result = self.guided_runtime.run(
@@ -242,6 +293,8 @@ class AgentService:
             model,
             deadline=deadline,
             max_refinements=self.settings.max_refinements,
+            checker=checks.checker,
+            strict_grounding=checks.strict_grounding,
         )
         trace = {**result.trace, "iterations": len(result.trace["agentic"]["crag"])}
         return _Outcome(
@@ -251,6 +304,40 @@ class AgentService:
             trace=trace,
             error=result.error,
         )
+
+    def _recall(
+        self, question: str, collection: str, user_id: str | None, enabled: bool
+    ) -> dict[str, Any]:
+        """Recall the user's similar past runs (for the planner); never raises."""
+        info: dict[str, Any] = {"enabled": enabled, "recalled": [], "stored": False, "error": None}
+        if enabled:
+            try:
+                recalled = self.memory.recall_similar(user_id, question, 3, collection=collection)
+                info["recalled"] = [m.task_id for m in recalled]
+            except Exception as exc:
+                info["error"] = f"recall: {type(exc).__name__}: {exc}"
+        return info
+
+    def _remember(
+        self, response: AgentSearchResponse, user_id: str | None, info: dict[str, Any]
+    ) -> None:
+        """Store the run in the user's memory (if its status is remembered); never raises."""
+        try:
+            crag = (response.trace.get("agentic") or {}).get("crag") or []
+            verdicts = [str(c["verdict"]) for c in crag if isinstance(c, dict) and c.get("verdict")]
+            stored = self.memory.remember(
+                user_id,
+                response.query,
+                response.answer,
+                response.status,
+                response.task_id,
+                verdicts,
+                collection=response.collection,
+            )
+            info["stored"] = stored is not None
+        except Exception as exc:
+            error = f"remember: {type(exc).__name__}: {exc}"
+            info["error"] = f"{info['error']}; {error}" if info["error"] else error
 
     def _store(
         self, response: AgentSearchResponse, user_id: str | None, emitter: EventEmitter

@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from sleuth.errors import IngestError
+from sleuth.ingest.loaders import load_file
 from sleuth.ingest.records import (
     STATUTE_PROFILE,
     RecordOptions,
     abbreviate,
     is_statute,
+    is_title_keyed,
     records_from_json,
     records_from_jsonl,
     render_template,
+    title_source_id,
+    title_source_ids,
 )
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 STATUTES = DATA / "statutes"
+HOTPOT_CORPUS = DATA / "hotpotqa" / "hotpotqa_train_corpus.json"
 
 
 def _statute(sections: list[dict[str, object]], name: str = "The Bharatiya Nyaya Sanhita, 2023"):
@@ -228,3 +234,139 @@ def test_real_statute_records() -> None:
     assert s63.title_path[-1].startswith("Section 63. ")
     assert all("\r" not in s.text for s in result.sections)  # ... which are normalised
     assert result.metadata["act_id"]
+
+
+@pytest.mark.parametrize(
+    ("title", "source_id"),
+    [
+        ("Arthur's Magazine", "Arthurs_Magazine"),
+        ("Rush 2: Extreme Racing USA", "Rush_2_Extreme_Racing_USA"),
+        ("Harris, Forbes &amp; Co.", "Harris_Forbes_Co"),
+        ("Alû", "Alu"),
+        ("Ælfgar, Earl of Mercia", "AElfgar_Earl_of_Mercia"),
+        ("Asbjørn Ruud", "Asbjorn_Ruud"),
+        (
+            "List of North Carolina hurricanes (1980–99)",
+            "List_of_North_Carolina_hurricanes_1980_99",
+        ),
+        ("I Am a Good Person/I Am a Bad Person", "I_Am_a_Good_Person_I_Am_a_Bad_Person"),
+        ("St. Louis", "St._Louis"),
+    ],
+)
+def test_title_source_id(title: str, source_id: str) -> None:
+    assert title_source_id(title) == source_id
+
+
+def test_title_source_id_is_marker_safe_and_never_empty() -> None:
+    for title in ["මහ සෝනා", "???", "", "  'quoted'  ", "a#b:c[d]e"]:
+        sid = title_source_id(title)
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+", sid), sid
+        assert sid == title_source_id(title)  # deterministic
+    assert title_source_id("මහ සෝනා").startswith("title_")
+    assert title_source_id("මහ") != title_source_id("සෝනා")
+    assert title_source_ids(["A B", "A&B", "A_B", "C"]) == {
+        "A B": "A_B",
+        "A&B": "A_B_2",
+        "A_B": "A_B_3",
+        "C": "C",
+    }
+
+
+def _title_keyed_file(tmp_path: Path) -> Path:
+    data = {
+        "Arthur's Magazine": [
+            "Arthur's Magazine (1844–1846) was a literary  periodical.",
+            " It was published in Philadelphia.",
+            "",
+        ],
+        "Empty": [],
+        "Blank": ["  "],
+        "Arthurs Magazine": "A second magazine\r\nwith a plain string value.",
+        "Nothing": None,
+        "First for Women": [" First for Women is a woman's magazine."],
+    }
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def test_title_keyed_object_gives_one_section_per_title(tmp_path: Path) -> None:
+    path = _title_keyed_file(tmp_path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert is_title_keyed(data)
+    result = records_from_json(path.read_text(encoding="utf-8"), str(path))
+    assert result.options is None
+    assert [s.source_id for s in result.sections] == [
+        "Arthurs_Magazine",
+        "Arthurs_Magazine_2",  # the collision, in file order
+        "First_for_Women",
+    ]
+    assert [s.title_path for s in result.sections] == [
+        ["Arthur's Magazine"],
+        ["Arthurs Magazine"],
+        ["First for Women"],
+    ]
+    first, second, third = result.sections
+    # sentences stripped and joined with single spaces; inner spacing kept
+    assert first.text == (
+        "Arthur's Magazine (1844–1846) was a literary  periodical. "
+        "It was published in Philadelphia."
+    )
+    assert second.text == "A second magazine\nwith a plain string value."
+    assert third.text == "First for Women is a woman's magazine."
+    assert first.metadata["title"] == "Arthur's Magazine"
+    # the ids benches compute from the keys are the loader's ids
+    ids = title_source_ids(data)
+    assert {s.title_path[-1]: s.source_id for s in result.sections} == {
+        t: ids[t] for t in ("Arthur's Magazine", "Arthurs Magazine", "First for Women")
+    }
+
+    doc = load_file(path)
+    assert doc.doc_id == "corpus"
+    assert doc.sections[0].title_path == ["corpus", "Arthur's Magazine"]
+    assert doc.sections[2].source_id == "First_for_Women"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"Good": ["x."], "Bad": 3}, r'corpus\.json: entry "Bad": value is a number, not text'),
+        ({"Good": ["x."], "Bad": {"a": "b"}}, r'entry "Bad": value is an object, not text'),
+        ({"Good": "x.", "Bad": ["ok", 7]}, r'entry "Bad": item 1 is a number, not a string'),
+    ],
+)
+def test_title_keyed_value_of_wrong_type_is_an_error(
+    tmp_path: Path, data: dict[str, object], message: str
+) -> None:
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(IngestError, match=message):
+        records_from_json(path.read_text(encoding="utf-8"), str(path))
+    with pytest.raises(IngestError, match=message):
+        load_file(path)
+
+
+def test_title_keyed_detection_leaves_other_shapes_alone() -> None:
+    assert not is_title_keyed({})
+    assert not is_title_keyed([["a"]])
+    assert not is_title_keyed({"title": "One record", "text": "its text"})
+    assert not is_title_keyed({"name": "x", "items": [{"text": "a record"}]})
+    assert not is_title_keyed({"stuff": {"a": 1}, "more": 2})
+    assert is_title_keyed({"A": "text", "B": 3})  # then an error naming "B"
+    assert not is_title_keyed(json.loads(_statute([{"section_number": "1", "text": "x"}])))
+    # a one-record object still fails as before, asking for the record list
+    with pytest.raises(IngestError, match="no records found"):
+        records_from_json('{"title": "One record", "text": "its text"}', "x.json")
+
+
+@pytest.mark.skipif(not HOTPOT_CORPUS.is_file(), reason="shared HotpotQA data missing")
+def test_real_hotpotqa_corpus() -> None:
+    raw = HOTPOT_CORPUS.read_text(encoding="utf-8")
+    data = json.loads(raw)
+    result = records_from_json(raw, str(HOTPOT_CORPUS))
+    assert len(result.sections) == len(data) == 994
+    ids = [s.source_id for s in result.sections]
+    assert len(set(ids)) == 994
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", sid) for sid in ids if sid)
+    assert ids == list(title_source_ids(data).values())
+    assert all("  " not in s.text[:2] and not s.text.startswith(" ") for s in result.sections)

@@ -9,8 +9,18 @@ class Citation(BaseModel):
     """A cited section: its id, where it sits, and the text that supports the claim."""
 
     source_id: str = Field(description="Citation id of a section retrieved in this run")
+    number: int | None = Field(
+        default=None,
+        description="The section's evidence number in this run (1 = first section retrieved); "
+        "stable across refinement rounds",
+    )
     title: str = Field(default="", description="The section's title path, ' > '-joined")
     text: str = Field(default="", description="The cited section's text (may be truncated)")
+    support: float | None = Field(
+        default=None,
+        description="Best support score of the section for the sentences citing it, in [0, 1] "
+        "(lexical coverage or embedding cosine; see sleuth.agents.support); null if unchecked",
+    )
 
 
 class GeneratedAnswer(BaseModel):
@@ -24,6 +34,11 @@ class GeneratedAnswer(BaseModel):
     citations: list[Citation] = Field(default_factory=list)
     is_insufficient_context: bool = Field(
         default=False, description="True when the retrieved evidence does not cover the question"
+    )
+    ungrounded_sentences: list[str] = Field(
+        default_factory=list,
+        description="Sentences of the answer that no retrieved section was found to support "
+        "(dropped instead under strict grounding)",
     )
 
 

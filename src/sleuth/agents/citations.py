@@ -1,19 +1,33 @@
-"""Citation validation: every cited id must name a section retrieved in this run.
+"""Citation validation, sentence by sentence.
 
 Markers in the answer text are ``[source_id]`` (also accepted: ``[Source: id]``,
-``[id1, id2]``). A cited id that was not retrieved is removed from the citations and from the
-text, and recorded with the reason, for the trace.
+``[id1, id2]``, and the run's evidence numbers ``[3]`` — see
+:attr:`sleuth.tools.base.RunContext.numbers`). Each sentence's markers are checked:
+
+1. the cited id (or number) must name a section retrieved in this run — otherwise the marker
+   is removed and recorded (:class:`RemovedCitation`);
+2. the section must support the sentence (:class:`~sleuth.agents.support.SupportChecker`) —
+   otherwise the marker is removed from that sentence and recorded
+   (:class:`UnsupportedCitation`, with both scores and the reason).
+
+A sentence left without a supporting citation is *ungrounded*: with ``strict_grounding`` it is
+dropped from the answer, otherwise it is kept and listed in
+:attr:`~sleuth.agents.answer.GeneratedAnswer.ungrounded_sentences`. Numeric markers are
+rewritten to ``[source_id]``; each citation keeps the evidence number it had in the run, so
+numbering never changes between rounds of retrieval.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
 from sleuth.agents.answer import AnswerDraft, Citation, GeneratedAnswer
+from sleuth.agents.support import Support, SupportChecker
 from sleuth.retrieval.search import join_parts
-from sleuth.types import Chunk
+from sleuth.tools.base import RunContext
 
 _MARKER = re.compile(
     r"\[(?:sources?:\s*)?([A-Za-z0-9_.#:-]+(?:\s*[,;]\s*[A-Za-z0-9_.#:-]+)*)\]", re.I
@@ -23,11 +37,48 @@ _RAW_REACT = re.compile(
     r"^\s*(thought|action|action input|observation|final answer)\s*:\s*", re.I | re.M
 )
 CITATION_TEXT_CHARS = 2000
+MIN_SENTENCE_WORDS = 3
+
+
+# a sentence ends at . ! ? (plus any citation markers right after it) before white space
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])((?:[ \t]*\[[^\]\n]{1,200}\])*)[ \t]+(?=[^\s\[])")
 
 
 class RemovedCitation(BaseModel):
+    """A citation marker removed because it names nothing retrieved in this run."""
+
     source_id: str
     reason: str
+
+
+class UnsupportedCitation(BaseModel):
+    """A citation removed from a sentence whose claim its section does not support."""
+
+    source_id: str
+    sentence: str
+    lexical: float
+    semantic: float | None = None
+    reason: str
+
+
+@dataclass
+class CitationReport:
+    """What :func:`validate_citations` produced and changed."""
+
+    answer: GeneratedAnswer
+    removed: list[RemovedCitation] = field(default_factory=list)
+    unsupported: list[UnsupportedCitation] = field(default_factory=list)
+    dropped_sentences: list[str] = field(default_factory=list)
+
+    def trace(self) -> dict[str, object]:
+        """The report as trace metadata (``citations_removed``, ``citations_unsupported``,
+        ``sentences_dropped``, ``ungrounded_sentences``)."""
+        return {
+            "citations_removed": [r.model_dump() for r in self.removed],
+            "citations_unsupported": [u.model_dump() for u in self.unsupported],
+            "sentences_dropped": list(self.dropped_sentences),
+            "ungrounded_sentences": list(self.answer.ungrounded_sentences),
+        }
 
 
 def cited_ids(text: str) -> list[str]:
@@ -41,15 +92,38 @@ def cited_ids(text: str) -> list[str]:
     return found
 
 
-def _strip_markers(text: str, invalid: set[str]) -> str:
-    def fix(match: re.Match[str]) -> str:
-        ids = [
-            s for s in re.split(r"\s*[,;]\s*", match.group(1)) if s.split("#", 1)[0] not in invalid
-        ]
-        return f"[{', '.join(ids)}]" if ids else ""
+def _tidy(text: str) -> str:
+    """Collapse the blanks a removed marker leaves behind."""
+    return re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", text)).strip()
 
-    cleaned = _MARKER.sub(fix, text)
-    return re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
+
+def split_sentences(text: str) -> list[list[str]]:
+    """The answer's lines, each split into sentences; markers stay with their sentence.
+
+    ``"A is so [x]. B is not. [y]\nC"`` → ``[["A is so [x].", "B is not. [y]"], ["C"]]``.
+    A fragment of fewer than :data:`MIN_SENTENCE_WORDS` words without a marker ("Section
+    103.") is kept with the sentence after it.
+    """
+    lines = []
+    for line in text.splitlines():
+        if not line.strip():
+            lines.append([])
+            continue
+        parts = _SENTENCE_BREAK.split(line.strip())
+        # re.split interleaves the captured trailing markers: glue them back on
+        sentences = [parts[0]]
+        for i in range(1, len(parts), 2):
+            sentences[-1] += parts[i]
+            sentences.append(parts[i + 1])
+        merged: list[str] = []
+        for sentence in (s.strip() for s in sentences if s.strip()):
+            # "Section 103." or "No. 4." is a label, not a sentence: keep it with what follows
+            if merged and len(merged[-1].split()) < MIN_SENTENCE_WORDS and "[" not in merged[-1]:
+                merged[-1] = f"{merged[-1]} {sentence}"
+            else:
+                merged.append(sentence)
+        lines.append(merged)
+    return lines
 
 
 def clean_answer_text(text: str) -> str:
@@ -64,46 +138,159 @@ def clean_answer_text(text: str) -> str:
     return "\n".join(lines).strip()
 
 
+class _Resolver:
+    """Maps a marker's id to a retrieved source_id, or says why it cannot."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.by_number = {n: sid for sid, n in ctx.numbers.items()}
+
+    def resolve(self, raw: str) -> tuple[str | None, str]:
+        sid = raw.strip().strip("[]").split("#", 1)[0]
+        if sid in self.ctx.retrieved:
+            return sid, ""
+        if sid.isdigit():
+            if int(sid) in self.by_number:
+                return self.by_number[int(sid)], ""
+            return None, f"no section numbered {sid} was retrieved in this run"
+        return None, "not retrieved in this run"
+
+
+def _resolve_markers(text: str, resolver: _Resolver) -> str:
+    """Markers rewritten to retrieved source_ids; markers naming nothing retrieved dropped."""
+
+    def fix(match: re.Match[str]) -> str:
+        ids = [resolver.resolve(raw)[0] for raw in re.split(r"\s*[,;]\s*", match.group(1))]
+        kept = list(dict.fromkeys(sid for sid in ids if sid))
+        return f"[{', '.join(kept)}]" if kept else ""
+
+    return _tidy(_MARKER.sub(fix, clean_answer_text(text)))
+
+
+class _SentenceChecker:
+    """Checks the markers of one sentence at a time, collecting the report."""
+
+    def __init__(self, ctx: RunContext, checker: SupportChecker | None, check: bool) -> None:
+        self.ctx = ctx
+        self.resolver = _Resolver(ctx)
+        self.checker = checker if check else None
+        self.report = CitationReport(answer=GeneratedAnswer(answer_text=""))
+        self.cited: dict[str, float | None] = {}
+        self._reported: set[str] = set()
+
+    def remove(self, raw: str, reason: str) -> None:
+        raw = raw.strip().strip("[]").split("#", 1)[0]
+        if raw not in self._reported:
+            self._reported.add(raw)
+            self.report.removed.append(RemovedCitation(source_id=raw, reason=reason))
+
+    def _support(self, claim: str, sid: str) -> Support | None:
+        if self.checker is None:
+            return None
+        return self.checker.check(claim, sid, self.ctx.retrieved[sid])
+
+    def sentence(self, sentence: str) -> tuple[str, str, bool]:
+        """(rewritten sentence, its claim, whether any citation supports it)."""
+        claim = _tidy(_MARKER.sub("", sentence))
+        results: dict[str, Support | None] = {}
+
+        def fix(match: re.Match[str]) -> str:
+            ids = []
+            for raw in re.split(r"\s*[,;]\s*", match.group(1)):
+                sid, reason = self.resolver.resolve(raw)
+                if sid is None:
+                    self.remove(raw, reason)
+                    continue
+                if sid not in results:
+                    results[sid] = self._support(claim, sid)
+                support = results[sid]
+                if (support is None or support.supported) and sid not in ids:
+                    ids.append(sid)
+            return f"[{', '.join(ids)}]" if ids else ""
+
+        rewritten = _tidy(_MARKER.sub(fix, sentence))
+        grounded = False
+        for sid, support in results.items():
+            if support is not None and not support.supported:
+                self.report.unsupported.append(
+                    UnsupportedCitation(
+                        source_id=sid,
+                        sentence=claim,
+                        lexical=round(support.lexical, 3),
+                        semantic=None if support.semantic is None else round(support.semantic, 3),
+                        reason=support.reason(),
+                    )
+                )
+                continue
+            grounded = True
+            score = support.score if support is not None else None
+            best = self.cited.get(sid)
+            if sid not in self.cited or (score is not None and (best is None or score > best)):
+                self.cited[sid] = score
+        return rewritten, claim, grounded
+
+
 def validate_citations(
-    draft: AnswerDraft, retrieved: dict[str, list[Chunk]]
-) -> tuple[GeneratedAnswer, list[RemovedCitation]]:
-    """Check a draft's citations against the sections retrieved in this run.
+    draft: AnswerDraft,
+    ctx: RunContext,
+    checker: SupportChecker | None = None,
+    strict_grounding: bool = False,
+) -> CitationReport:
+    """Check a draft's citations sentence by sentence (see the module docstring).
 
     Args:
         draft: the reasoner's proposed answer.
-        retrieved: ``source_id`` → chunks surfaced by tools in this run.
+        ctx: the run's context: ``retrieved`` (``source_id`` → chunks) and ``numbers``.
+        checker: the support check; ``None`` checks only that cited sections were retrieved.
+        strict_grounding: drop sentences left without a supporting citation.
 
     Returns:
-        The validated answer (citations in order of first mention, each with the section's
-        text) and the list of removed citations with the reason.
+        The validated answer (citations in order of first mention, each with its evidence
+        number, best support score and the section's text) and what was removed, flagged or
+        dropped. An "insufficient context" draft keeps no citations and is not checked for
+        support.
     """
-    text = clean_answer_text(draft.answer_text)
-    wanted = cited_ids(text)
-    for sid in draft.citations:
-        sid = sid.strip().strip("[]").split("#", 1)[0]
-        if sid and sid not in wanted:
-            wanted.append(sid)
-    removed = [
-        RemovedCitation(source_id=sid, reason="not retrieved in this run")
-        for sid in wanted
-        if sid not in retrieved
-    ]
-    invalid = {r.source_id for r in removed}
-    text = _strip_markers(text, invalid) if invalid else text
+    insufficient = draft.is_insufficient_context
+    checks = _SentenceChecker(ctx, checker, check=not insufficient)
+    report = checks.report
+    ungrounded: list[str] = []
+    lines: list[str] = []
+    for line in split_sentences(clean_answer_text(draft.answer_text)):
+        kept = []
+        for sentence in line:
+            rewritten, claim, grounded = checks.sentence(sentence)
+            if not grounded and not insufficient and claim and not claim.endswith("?"):
+                if strict_grounding:
+                    report.dropped_sentences.append(claim)
+                    continue
+                ungrounded.append(claim)
+            if rewritten:
+                kept.append(rewritten)
+        lines.append(" ".join(kept))
+    for raw in draft.citations:  # ids listed without a marker in the text
+        sid, reason = checks.resolver.resolve(raw)
+        if sid is None:
+            checks.remove(raw, reason)
+        elif sid not in checks.cited and not strict_grounding:
+            checks.cited[sid] = None
     citations = []
-    if not draft.is_insufficient_context:
-        for sid in wanted:
-            if sid in invalid:
-                continue
-            chunks = retrieved[sid]
-            body = join_parts(chunks)
+    if not insufficient:
+        for sid, score in checks.cited.items():
+            chunks = ctx.retrieved[sid]
             citations.append(
-                Citation(source_id=sid, title=chunks[0].heading, text=body[:CITATION_TEXT_CHARS])
+                Citation(
+                    source_id=sid,
+                    number=ctx.numbers.get(sid),
+                    title=chunks[0].heading,
+                    text=join_parts(chunks)[:CITATION_TEXT_CHARS],
+                    support=None if score is None else round(score, 3),
+                )
             )
-    answer = GeneratedAnswer(
-        answer_text=text,
-        key_points=[clean_answer_text(p) for p in draft.key_points if p.strip()],
+    report.answer = GeneratedAnswer(
+        answer_text=re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip(),
+        key_points=[_resolve_markers(p, checks.resolver) for p in draft.key_points if p.strip()],
         citations=citations,
-        is_insufficient_context=draft.is_insufficient_context,
+        is_insufficient_context=insufficient,
+        ungrounded_sentences=ungrounded,
     )
-    return answer, removed
+    return report

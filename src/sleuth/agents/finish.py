@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
-from sleuth.agents.citations import RemovedCitation, validate_citations
+from sleuth.agents.citations import CitationReport, RemovedCitation, validate_citations
 from sleuth.agents.heuristic import compose_answer
 from sleuth.agents.state import RunStatus
+from sleuth.agents.support import SupportChecker
 from sleuth.tools.base import RunContext
 
 UNCITED = "the answer cited no section retrieved in this run"
@@ -19,8 +20,32 @@ class FinishedAnswer:
 
     answer: GeneratedAnswer
     status: RunStatus
-    removed: list[RemovedCitation] = field(default_factory=list)
+    report: CitationReport
     replaced: str | None = None
+
+    @property
+    def removed(self) -> list[RemovedCitation]:
+        return self.report.removed
+
+    def summary(self) -> str:
+        """One line for the FINAL step: status and what the citation checks changed."""
+        r = self.report
+        parts = [
+            f"status={self.status.value}",
+            "removed citations: "
+            + (", ".join(f"{c.source_id} ({c.reason})" for c in r.removed) or "none"),
+            "unsupported citations: "
+            + (", ".join(f"{u.source_id} ({u.reason})" for u in r.unsupported) or "none"),
+        ]
+        if r.dropped_sentences:
+            parts.append(f"{len(r.dropped_sentences)} ungrounded sentence(s) dropped")
+        if self.replaced:
+            parts.append(f"answer replaced: {self.replaced}")
+        return "; ".join(parts)
+
+    def trace(self) -> dict[str, object]:
+        """Trace metadata: the citation report plus ``answer_replaced``."""
+        return {**self.report.trace(), "answer_replaced": self.replaced}
 
 
 def finish_answer(
@@ -30,11 +55,13 @@ def finish_answer(
     stop_status: RunStatus | None = None,
     error: str | None = None,
     require_citations: bool = True,
+    checker: SupportChecker | None = None,
+    strict_grounding: bool = False,
 ) -> FinishedAnswer:
     """Turn a draft into the run's answer.
 
-    1. Citations are validated against the sections retrieved in this run (removed ones are
-       returned with the reason).
+    1. Citations are validated sentence by sentence against the sections retrieved in this
+       run and, with a ``checker``, for support (see :func:`validate_citations`).
     2. An answer that is not "insufficient context" but cites nothing is replaced by the
        extractive answer from the evidence (cited, or honestly insufficient): every answer
        must rest on retrieved sections — unless ``require_citations`` is false (a
@@ -43,12 +70,22 @@ def finish_answer(
     4. Status: ``stop_status`` when the loop was stopped, else ``insufficient_context`` or
        ``completed``.
     """
-    answer, removed = validate_citations(draft, ctx.retrieved)
+    report = validate_citations(draft, ctx, checker, strict_grounding)
     replaced = None
-    if require_citations and not answer.is_insufficient_context and not answer.citations:
+    if (
+        require_citations
+        and not report.answer.is_insufficient_context
+        and not (report.answer.citations)
+    ):
         replaced = UNCITED
-        answer, more = validate_citations(compose_answer(question, ctx), ctx.retrieved)
-        removed.extend(more)
+        fallback = validate_citations(compose_answer(question, ctx), ctx, checker, strict_grounding)
+        fallback.removed[:0] = report.removed
+        fallback.unsupported[:0] = report.unsupported
+        fallback.dropped_sentences[:0] = report.dropped_sentences
+        report = fallback
+    answer = report.answer
+    if not require_citations:  # a conversational reply claims nothing from the evidence
+        answer.ungrounded_sentences = []
     if error is not None and answer.is_insufficient_context:
         answer.answer_text = (
             f"The run stopped because {error}; the evidence retrieved before that does not "
@@ -60,4 +97,4 @@ def finish_answer(
         status = RunStatus.INSUFFICIENT_CONTEXT
     else:
         status = RunStatus.COMPLETED
-    return FinishedAnswer(answer=answer, status=status, removed=removed, replaced=replaced)
+    return FinishedAnswer(answer=answer, status=status, report=report, replaced=replaced)

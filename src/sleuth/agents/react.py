@@ -30,6 +30,7 @@ from sleuth.agents.finish import finish_answer
 from sleuth.agents.heuristic import compose_answer
 from sleuth.agents.reasoner import Decision, Reasoner
 from sleuth.agents.state import AgentState, AgentStep, AgentStepType, RunStatus, ToolCallRequest
+from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
 from sleuth.tools.base import RunContext, ToolRegistry, ToolResult
 
@@ -49,12 +50,14 @@ class RunRuntime:
     reasoner: Reasoner
     emitter: EventEmitter
     deadline: float
+    checker: SupportChecker | None = None
+    strict_grounding: bool = False
     tool_trace: list[dict[str, Any]] = field(default_factory=list)
     removed_citations: list[RemovedCitation] = field(default_factory=list)
+    citation_trace: dict[str, Any] = field(default_factory=dict)
     seen_calls: set[str] = field(default_factory=set)
     stage_ms: dict[str, float] = field(default_factory=dict)
     error: str | None = None
-    answer_replaced: str | None = None
 
     def timed(self, stage: str, started: float) -> None:
         self.stage_ms[stage] = self.stage_ms.get(stage, 0.0) + (time.perf_counter() - started) * 1e3
@@ -251,9 +254,17 @@ def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
                 draft = rt.reasoner.conclude(state, rt.ctx, reason)
             except Exception:  # the evidence-based fallback always answers
                 draft = compose_answer(question, rt.ctx)
-    finished = finish_answer(question, draft, rt.ctx, state.stop_status, rt.error)
+    finished = finish_answer(
+        question,
+        draft,
+        rt.ctx,
+        state.stop_status,
+        rt.error,
+        checker=rt.checker,
+        strict_grounding=rt.strict_grounding,
+    )
     answer, removed, status = finished.answer, finished.removed, finished.status
-    rt.answer_replaced = finished.replaced
+    rt.citation_trace = finished.trace()
     rt.removed_citations.extend(removed)
     rt.timed("finalize", started)
     rt.emitter.emit(AnswerEvent(answer=answer, status=status.value))
@@ -265,8 +276,7 @@ def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
             AgentStep(
                 step_type=AgentStepType.FINAL,
                 content=answer.answer_text,
-                reasoning=f"status={status.value}; removed citations: "
-                + (", ".join(f"{r.source_id} ({r.reason})" for r in removed) or "none"),
+                reasoning=finished.summary(),
             )
         ],
     }

@@ -4,7 +4,9 @@ A record is a JSON object holding a text field (and optionally a title and an id
 records live and how their citation ids are built is described by :class:`RecordOptions`.
 A JSON object shaped like the statute files (``{"name": ..., "sections": [{"section_number",
 "text", ...}]}``) is recognised automatically and loaded with :data:`STATUTE_PROFILE`, which
-gives ids such as ``BNS_S103``.
+gives ids such as ``BNS_S103``. A "title-keyed" object (``{"Title": ["Sentence.", " More."],
+...}``, the shape of the HotpotQA corpus) is recognised too: one section per entry, with the
+citation id :func:`title_source_id` of the title (see :func:`is_title_keyed`).
 
 Templates (``source_id_template``, ``title_template``, ``doc_id_template``) use ``{field}``
 for a field of the record, ``{doc.field}`` for a field of the top-level object, and an
@@ -14,9 +16,12 @@ optional filter: ``{doc.name|abbr}`` (act abbreviation, see :func:`abbreviate`),
 
 from __future__ import annotations
 
+import hashlib
+import html
 import json
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +33,29 @@ from sleuth.types import Section
 _ABBR_SKIP = frozenset({"the", "of", "and", "for", "in", "on", "to", "a", "an"})
 _AUTO_RECORD_KEYS = ("sections", "records", "items", "documents", "entries", "data")
 _AUTO_TEXT_FIELDS = ("text", "content", "body", "page_content")
+# Letters NFKD does not decompose to ASCII, spelled out for title_source_id.
+_ASCII_SPELLING = str.maketrans(
+    {
+        "Æ": "AE",
+        "æ": "ae",
+        "Œ": "OE",
+        "œ": "oe",
+        "Ø": "O",
+        "ø": "o",
+        "Ł": "L",
+        "ł": "l",
+        "Đ": "D",
+        "đ": "d",
+        "Ð": "D",
+        "ð": "d",
+        "Þ": "Th",
+        "þ": "th",
+        "ß": "ss",
+        "ı": "i",
+    }
+)
+_APOSTROPHES = re.compile(r"['’‘ʼ`´]")
+_NOT_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 _TEMPLATE_RE = re.compile(r"\{(?P<name>[^{}|]+)(?:\|(?P<filter>\w+))?\}")
 # RecordOptions fields the ``sleuth ingest`` command sets with a flag of its own.
 _CLI_FLAGS = frozenset(
@@ -139,22 +167,93 @@ def is_statute(data: Any) -> bool:
     return "section_number" in sections[0] and "text" in sections[0]
 
 
+def is_title_keyed(data: Any) -> bool:
+    """Whether ``data`` (parsed JSON) is a title-keyed object: ``{title: text or [sentences]}``.
+
+    That is: a non-empty object that is not one record or a wrapper of records (it has no
+    'text'/'content'/'body'/'page_content' key, and no 'sections'/'records'/... key holding a
+    list with an object in it), at least half of whose values are a string or a list of
+    strings. The remaining values are not skipped: :func:`records_from_json` reports them.
+    """
+    if not isinstance(data, dict) or not data:
+        return False
+    if any(key in data for key in _AUTO_TEXT_FIELDS):
+        return False
+    for key in _AUTO_RECORD_KEYS:
+        value = data.get(key)
+        if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+            return False
+    textual = sum(1 for value in data.values() if _is_text_value(value))
+    return 2 * textual >= len(data)
+
+
+def title_source_id(title: str) -> str:
+    """The citation id of a title-keyed entry: ``"Arthur's Magazine"`` -> ``"Arthurs_Magazine"``.
+
+    The rule, applied in order:
+
+    1. HTML entities are decoded (``&amp;`` -> ``&``; the HotpotQA titles keep some);
+    2. accents are dropped (NFKD, combining marks removed: ``"Alû"`` -> ``"Alu"``) and a few
+       letters are spelled in ASCII (``Æ`` -> ``AE``, ``ø`` -> ``o``, ``ß`` -> ``ss``...);
+    3. apostrophes (``'``, ``’``, backtick...) are removed;
+    4. every run of other characters outside ``[A-Za-z0-9_.-]`` becomes one ``_``
+       (``"Rush 2: Extreme Racing USA"`` -> ``"Rush_2_Extreme_Racing_USA"``,
+       ``"1980–99"`` -> ``"1980_99"``), runs of ``_`` shrink to one, and ``_``, ``.``, ``-``
+       are stripped from both ends;
+    5. a title with nothing left (e.g. only non-Latin script) gets ``"title_"`` + the first 8
+       hex digits of the sha1 of its UTF-8 text.
+
+    Case is kept. The id is safe inside a ``[source_id]`` citation marker. Distinct titles may
+    give the same id: :func:`title_source_ids` makes them distinct as the loader does.
+    """
+    text = unicodedata.normalize("NFKD", html.unescape(title))
+    text = "".join(c for c in text if not unicodedata.combining(c)).translate(_ASCII_SPELLING)
+    text = _APOSTROPHES.sub("", text)
+    slug = _NOT_ID_CHARS.sub("_", text)
+    slug = re.sub(r"_{2,}", "_", slug).strip("_.-")
+    if slug:
+        return slug
+    return "title_" + hashlib.sha1(title.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
+
+
+def title_source_ids(titles: Iterable[str]) -> dict[str, str]:
+    """Citation ids of title-keyed entries, in order: ``{title: source_id}``.
+
+    Each id is :func:`title_source_id`; a title whose id was already given to an earlier title
+    gets ``_2``, ``_3``... (``"A B"``, ``"A&B"`` -> ``"A_B"``, ``"A_B_2"``). Pass all the keys of
+    the object in file order (empty entries included) to get the ids the loader gives.
+    """
+    used: dict[str, int] = {}
+    ids: dict[str, str] = {}
+    for title in titles:
+        if title not in ids:
+            ids[title] = _dedupe(title_source_id(title), used)
+    return ids
+
+
 def records_from_json(text: str, path: str, options: RecordOptions | None = None) -> RecordSet:
     """Parse a JSON document into sections.
 
     Args:
         text: the JSON text.
         path: the file path, used in error messages.
-        options: how to read the records; ``None`` detects the statute shape, else a list of
-            objects (top-level, or under one of 'sections', 'records', 'items', ...) with a
-            'text'/'content'/'body' field.
+        options: how to read the records; ``None`` detects the statute shape, then a
+            title-keyed object (see :func:`is_title_keyed`), else a list of objects (top-level,
+            or under one of 'sections', 'records', 'items', ...) with a 'text'/'content'/'body'
+            field.
 
     Returns:
         A :class:`RecordSet` (sections in record order; ``doc_id``/``title`` when derivable).
+        A title-keyed object gives one section per entry, in file order: title = the key,
+        text = the string, or the sentences stripped and joined with single spaces (inner
+        spacing kept), ``source_id`` from :func:`title_source_ids`, ``metadata["title"]`` the
+        key; entries with an empty string, an empty list (or only blank sentences) or null are
+        skipped; ``options`` is ``None`` (no :class:`RecordOptions` describes the shape).
 
     Raises:
         IngestError: invalid JSON (with line and column), records not found, a record that is
-            not an object or lacks the text field (naming the record), a template field missing.
+            not an object or lacks the text field (naming the record), a template field missing,
+            a title-keyed entry whose value is not text (naming its key).
         EmptyDocumentError: the record list is empty (raised by the loader, see loaders.py).
     """
     try:
@@ -164,7 +263,12 @@ def records_from_json(text: str, path: str, options: RecordOptions | None = None
             path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from exc
     if options is None:
-        options = STATUTE_PROFILE if is_statute(data) else _detect_options(data, path)
+        if is_statute(data):
+            options = STATUTE_PROFILE
+        elif is_title_keyed(data):
+            return _title_keyed(data, path)
+        else:
+            options = _detect_options(data, path)
     records, where = _select_records(data, options.record_path, path)
     top = data if isinstance(data, dict) else {}
     labels = [f"{where}[{i}]" for i in range(len(records))]
@@ -256,6 +360,55 @@ def _scalar_text(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     return json.dumps(value, ensure_ascii=False)
+
+
+def _is_text_value(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(v, str) for v in value)
+    )
+
+
+def _title_keyed(data: dict[str, Any], path: str) -> RecordSet:
+    ids = title_source_ids(data)
+    sections: list[Section] = []
+    for index, (key, value) in enumerate(data.items()):
+        where = f"entry {json.dumps(key, ensure_ascii=False)}"
+        if isinstance(value, str):
+            text = normalize_text(value)
+        elif isinstance(value, list):
+            for i, sentence in enumerate(value):
+                if not isinstance(sentence, str):
+                    raise IngestError(
+                        path,
+                        f"{where}: item {i} is {_kind(sentence)}, not a string (a title-keyed "
+                        "object maps each title to a string or a list of strings)",
+                    )
+            text = normalize_text(" ".join(s.strip() for s in value if s.strip()))
+        elif value is None:
+            continue
+        else:
+            raise IngestError(
+                path,
+                f"{where}: value is {_kind(value)}, not text (a title-keyed object maps each "
+                "title to a string or a list of strings)",
+            )
+        if not text:
+            continue
+        title = " ".join(key.split()) or f"Record {index + 1}"
+        sections.append(
+            Section(title_path=[title], text=text, source_id=ids[key], metadata={"title": key})
+        )
+    return RecordSet(sections=sections)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return {dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
 
 
 def _detect_options(data: Any, path: str) -> RecordOptions:

@@ -39,12 +39,15 @@ class RunContext:
     """Per-run, per-request state the tools share: never shared between runs.
 
     ``retrieved`` maps each ``source_id`` surfaced in this run to its chunks (order of
-    first retrieval); the citation validator only accepts ids found here.
+    first retrieval); the citation validator only accepts ids found here. ``numbers`` gives
+    each of them its evidence number (1, 2, … in order of first retrieval), never reassigned,
+    so ``[3]`` means the same section in every round of a run.
     """
 
     collection: str
     user_id: str | None = None
     retrieved: dict[str, list[Chunk]] = field(default_factory=dict)
+    numbers: dict[str, int] = field(default_factory=dict)
     read: set[str] = field(default_factory=set)
     followed: set[str] = field(default_factory=set)
     searches: list[str] = field(default_factory=list)
@@ -64,6 +67,7 @@ class RunContext:
         with self._lock:
             for chunk in chunks:
                 bucket = self.retrieved.setdefault(chunk.source_id, [])
+                self.numbers.setdefault(chunk.source_id, len(self.numbers) + 1)
                 if all(c.chunk_id != chunk.chunk_id for c in bucket):
                     bucket.append(chunk)
                     bucket.sort(key=lambda c: c.part)

@@ -64,6 +64,7 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
         results = [
             {
                 "source_id": sid,
+                "number": ctx.numbers.get(sid),
                 "title": chunk.heading,
                 "score": round(score, 4),
                 "snippet": _snippet(chunk.text),
@@ -94,6 +95,7 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
             status=f"read {args.source_id} ({chunks[0].heading}): {len(text.split())} words",
             payload={
                 "source_id": args.source_id,
+                "number": ctx.numbers.get(args.source_id),
                 "title": chunks[0].heading,
                 "text": text[:SECTION_CHARS],
                 "truncated": len(text) > SECTION_CHARS,

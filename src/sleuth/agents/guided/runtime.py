@@ -76,6 +76,7 @@ from sleuth.agents.guided.schemas import CragVerdict, IntentParse, Plan, Verdict
 from sleuth.agents.guided.structured import StructuredResult
 from sleuth.agents.heuristic import compose_answer, rank_sections
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
+from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.search import join_parts
@@ -158,11 +159,13 @@ class _Run:
     max_retries: int
     token_budget: int
     use_intent_parser: bool
+    checker: SupportChecker | None = None
+    strict_grounding: bool = False
     steps: list[AgentStep] = field(default_factory=list)
     path: list[str] = field(default_factory=list)
     tool_trace: list[dict[str, Any]] = field(default_factory=list)
     removed: list[RemovedCitation] = field(default_factory=list)
-    answer_replaced: str | None = None
+    citation_trace: dict[str, Any] = field(default_factory=dict)
     stage_ms: dict[str, float] = field(default_factory=dict)
     retries: dict[str, int] = field(default_factory=dict)
     agent_calls: list[dict[str, Any]] = field(default_factory=list)
@@ -581,6 +584,7 @@ def evaluate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
             "question": target,
             "rationale": verdict.rationale,
             "path": result.path,
+            "evidence_source_ids": [e.source_id for e in evidence],
         }
     )
     verdicts = list(state.verdicts) or [None] * len(state.targets)
@@ -877,19 +881,25 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     started = time.perf_counter()
     draft = state.draft or compose_answer(state.question, rt.ctx)
     conversational = state.plan is not None and state.plan.skip_retrieval == "llm_only"
+    strict = rt.strict_grounding or (state.plan is not None and state.plan.strict_grounding)
     finished = finish_answer(
-        state.question, draft, rt.ctx, state.stop_status, require_citations=not conversational
+        state.question,
+        draft,
+        rt.ctx,
+        state.stop_status,
+        require_citations=not conversational,
+        checker=rt.checker,
+        strict_grounding=strict and not conversational,
     )
     answer, removed, status = finished.answer, finished.removed, finished.status
     rt.removed.extend(removed)
-    rt.answer_replaced = finished.replaced
+    rt.citation_trace = {**finished.trace(), "strict_grounding": strict}
     rt.emitter.emit(AnswerEvent(answer=answer, status=status.value))
     rt.steps.append(
         AgentStep(
             step_type=AgentStepType.FINAL,
             content=answer.answer_text,
-            reasoning=f"status={status.value}; removed citations: "
-            + (", ".join(f"{r.source_id} ({r.reason})" for r in removed) or "none"),
+            reasoning=finished.summary(),
         )
     )
     rt.timed("finalize", started)
@@ -966,6 +976,8 @@ class GuidedRuntime:
         max_retries: int = 2,
         token_budget: int = DEFAULT_TOKEN_BUDGET,
         use_intent_parser: bool = True,
+        checker: SupportChecker | None = None,
+        strict_grounding: bool = False,
     ) -> GuidedResult:
         """Answer ``question`` with the guided graph.
 
@@ -985,6 +997,9 @@ class GuidedRuntime:
             token_budget: approximate evidence tokens before compression applies (half of
                 it when the plan sets ``needs_compression``).
             use_intent_parser: call the LLM intent parser (with a model) before routing.
+            checker: the citation support check (``None``: retrieved-only validation).
+            strict_grounding: drop answer sentences without a supporting citation (also on
+                when the planner asks for it).
 
         Returns:
             A :class:`GuidedResult` with exactly one answer. Never raises: a failure of the
@@ -1002,6 +1017,8 @@ class GuidedRuntime:
             max_retries=max(0, max_retries),
             token_budget=max(1, token_budget),
             use_intent_parser=use_intent_parser,
+            checker=checker,
+            strict_grounding=strict_grounding,
         )
         started = time.perf_counter()
         rt.observe(
@@ -1056,7 +1073,7 @@ class GuidedRuntime:
             "refinements": rt.refinements,
             "max_refinements": rt.max_refinements,
             "citations_removed": [r.model_dump() for r in rt.removed],
-            "answer_replaced": rt.answer_replaced,
+            **rt.citation_trace,
             "retrieved_source_ids": list(ctx.retrieved),
             "token_usage": dict(ctx.usage),
             "error": error,

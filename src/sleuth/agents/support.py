@@ -1,0 +1,125 @@
+"""Does a cited chunk support the sentence that cites it?
+
+A claim (one sentence of an answer, its citation markers removed) is *supported* by a cited
+section when either
+
+* **lexical support** — the share of the claim's content terms (stemmed, stop words removed:
+  :func:`sleuth.retrieval.text.terms`) found in the section's title and text — reaches
+  :data:`LEXICAL_THRESHOLD`, or
+* **semantic support** — the highest cosine similarity between the claim's embedding and the
+  embeddings of the section's chunks — reaches :data:`SEMANTIC_THRESHOLD` (checked only when
+  the lexical test fails and an embedder is available).
+
+Both thresholds were chosen on the statutes data with ``bench/bench_citation_support.py``:
+claims are the sentences of the 996 reference answers of ``synthetic_qa.json``, positives
+pair a claim with its gold section, negatives with the best-ranked *other* section a hybrid
+search finds for the claim (hard) and with a random section (easy); the output in
+``bench/README.md`` gives the true/false positive rates at each threshold.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sleuth.retrieval.embeddings import Embedder
+from sleuth.retrieval.text import terms
+from sleuth.types import Chunk
+
+LEXICAL_THRESHOLD = 0.7
+"""Share of a claim's content terms that must occur in the cited section."""
+SEMANTIC_THRESHOLD = 0.65
+"""Cosine similarity (all-MiniLM-L6-v2) between the claim and a chunk of the section."""
+MIN_CLAIM_TERMS = 2
+"""Claims with fewer content terms ("Yes.", "See below.") are not checked: nothing to test."""
+
+_NUMBERED = re.compile(r"^\s*(?:[-*•]|\(?\d{1,3}[.)])\s+")
+
+
+@dataclass(frozen=True)
+class Support:
+    """The support check of one (claim, cited section) pair.
+
+    Attributes:
+        source_id: the cited section.
+        lexical: share of the claim's terms found in the section, in [0, 1].
+        semantic: best claim-chunk cosine in [-1, 1], or ``None`` when not computed.
+        supported: whether either score reaches its threshold (``True`` for claims too
+            short to check).
+        checked: ``False`` when the claim had fewer than :data:`MIN_CLAIM_TERMS` terms.
+    """
+
+    source_id: str
+    lexical: float
+    semantic: float | None
+    supported: bool
+    checked: bool = True
+
+    @property
+    def score(self) -> float:
+        """The stronger of the two scores (the semantic one when it was computed and higher)."""
+        return max(self.lexical, self.semantic if self.semantic is not None else 0.0)
+
+    def reason(self) -> str:
+        """Why the pair failed, in words, e.g. ``"lexical 0.25 < 0.6, semantic 0.41 < 0.6"``."""
+        parts = [f"lexical {self.lexical:.2f} < {LEXICAL_THRESHOLD}"]
+        if self.semantic is not None:
+            parts.append(f"semantic {self.semantic:.2f} < {SEMANTIC_THRESHOLD}")
+        return "the section does not support the sentence (" + ", ".join(parts) + ")"
+
+
+def claim_text(sentence: str) -> str:
+    """A sentence stripped of list bullets and numbering, for scoring."""
+    return _NUMBERED.sub("", sentence).strip()
+
+
+class SupportChecker:
+    """Scores claims against cited sections (see the module docstring for the rule).
+
+    Args:
+        embedder: the collection's embedding model (vectors L2-normalised, shape
+            ``(n, dim)``); ``None`` checks lexically only.
+        lexical_threshold: see :data:`LEXICAL_THRESHOLD`.
+        semantic_threshold: see :data:`SEMANTIC_THRESHOLD`.
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        lexical_threshold: float = LEXICAL_THRESHOLD,
+        semantic_threshold: float = SEMANTIC_THRESHOLD,
+    ) -> None:
+        self.embedder = embedder
+        self.lexical_threshold = lexical_threshold
+        self.semantic_threshold = semantic_threshold
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def check(self, claim: str, source_id: str, chunks: Sequence[Chunk]) -> Support:
+        """Check one claim against the chunks of one cited section."""
+        claim = claim_text(claim)
+        claim_terms = set(terms(claim))
+        if len(claim_terms) < MIN_CLAIM_TERMS:
+            return Support(source_id, 1.0, None, supported=True, checked=False)
+        section_text = " ".join(
+            dict.fromkeys([chunks[0].heading if chunks else "", *(c.text for c in chunks)])
+        )
+        lexical = len(claim_terms & set(terms(section_text))) / len(claim_terms)
+        if lexical >= self.lexical_threshold:
+            return Support(source_id, lexical, None, supported=True)
+        if self.embedder is None or not chunks:
+            return Support(source_id, lexical, None, supported=False)
+        semantic = self._semantic(claim, chunks)
+        return Support(source_id, lexical, semantic, supported=semantic >= self.semantic_threshold)
+
+    def _semantic(self, claim: str, chunks: Sequence[Chunk]) -> float:
+        assert self.embedder is not None
+        missing = [c for c in chunks if c.chunk_id not in self._vectors]
+        texts = [claim, *(c.index_text() for c in missing)]
+        vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
+        for chunk, vector in zip(missing, vectors[1:], strict=True):
+            self._vectors[chunk.chunk_id] = vector
+        matrix = np.stack([self._vectors[c.chunk_id] for c in chunks])
+        return float(np.max(matrix @ vectors[0]))
