@@ -25,6 +25,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+
 from _common import (
     ACTS_4,
     COLLECTION,
@@ -130,8 +131,17 @@ def main() -> None:
             acc = lambda r, t=t: r["semantic"] >= t  # noqa: E731
             out.append([kind, n_pos, f"semantic ≥ {t}", rate("positive", acc),
                         rate("hard", acc), rate("easy", acc)])  # fmt: skip
-        combos = dict.fromkeys([(LEXICAL_THRESHOLD, SEMANTIC_THRESHOLD), (0.5, 0.6),
-                                (0.6, 0.6), (0.6, 0.65), (0.7, 0.6), (0.7, 0.65), (0.7, 0.7)])
+        combos = dict.fromkeys(
+            [
+                (LEXICAL_THRESHOLD, SEMANTIC_THRESHOLD),
+                (0.5, 0.6),
+                (0.6, 0.6),
+                (0.6, 0.65),
+                (0.7, 0.6),
+                (0.7, 0.65),
+                (0.7, 0.7),
+            ]
+        )
         for tl, ts in combos:  # fmt: skip
             acc = lambda r, tl=tl, ts=ts: r["lexical"] >= tl or r["semantic"] >= ts  # noqa: E731
             mark = "  ← sleuth" if (tl, ts) == (LEXICAL_THRESHOLD, SEMANTIC_THRESHOLD) else ""

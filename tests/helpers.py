@@ -57,8 +57,14 @@ def make_app(
 ) -> Sleuth:
     """A sleuth app over a one-document collection, indexed with ``HashingEmbedder``."""
     embedder = HashingEmbedder()
+    # plan and critique deterministically: a scripted model's replies are the reasoner's alone
+    # (tests of the model-driven planner and critic script them explicitly)
     settings = Settings(
-        data_dir=tmp_path, embedding_model=embedder.name, index_backend=index_backend
+        data_dir=tmp_path,
+        embedding_model=embedder.name,
+        index_backend=index_backend,
+        planner="heuristic",
+        reflection="heuristic",
     )
     app = Sleuth(settings, embedder=embedder, reasoner=reasoner)
     app.pipeline.ingest_documents([make_document(sections or STATUTE_SECTIONS)], collection)

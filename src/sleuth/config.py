@@ -110,6 +110,16 @@ class Settings(BaseSettings):
         default=2, ge=0, description="Guided mode: CRAG refinement rounds at most"
     )
     run_timeout_s: float = Field(default=300.0, gt=0, description="Wall-clock cap of one run")
+    planner: Literal["llm", "heuristic"] = Field(
+        default="llm",
+        description="ReAct planning agent: 'llm' plans with the model (when one is configured), "
+        "'heuristic' uses the deterministic plan",
+    )
+    reflection: Literal["llm", "heuristic", "off"] = Field(
+        default="llm",
+        description="ReAct self-reflection: critique the draft with the model ('llm', when one "
+        "is configured) or deterministically ('heuristic'), then revise at most once; 'off'",
+    )
     strict_grounding: bool = Field(
         default=False,
         description="Drop answer sentences that no retrieved section supports (default: keep "

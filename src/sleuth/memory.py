@@ -2,7 +2,10 @@
 
 A finished run (``completed`` or ``insufficient_context``) is remembered as one entry: the
 question, the answer text, the cited ``source_id`` s, the CRAG verdicts (guided mode), the
-status, the collection and the time. Entries live in an internal index of the configured
+status, the collection and the time. BM25 indexes the question and the answer; the dense
+vector is the question's (a new question is compared with past questions), which the
+service's recall at the start of the run has already computed: remembering a run embeds
+nothing new. Entries live in an internal index of the configured
 backend (``<data_dir>/indexes/_memory_<model>``, or the Milvus collection
 ``sleuth__memory_<model>``; see :func:`sleuth.store.factory.open_internal_index`), embedded
 with the knowledge base's embedding model; ``<model>`` is a digest of that model's name, so a
@@ -27,10 +30,12 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from sleuth.agents.answer import GeneratedAnswer
@@ -49,6 +54,7 @@ REMEMBERED_STATUSES = frozenset({"completed", "insufficient_context"})
 MAX_RECALL = 10
 """Most memories one recall returns."""
 _MAX_FETCH = 2000
+_VECTOR_CACHE = 256
 
 MemoryIndexOpener = Callable[[Settings, str, int], Index]
 
@@ -108,6 +114,7 @@ class AgentMemory:
         self._index_opener = index_opener
         self._index: Index | None = None
         self._lock = threading.Lock()
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
     @property
     def settings(self) -> Settings:
@@ -125,6 +132,20 @@ class AgentMemory:
                 name = memory_index_name(embedder.name)
                 self._index = self._index_opener(self.settings, name, embedder.dim)
             return self._index
+
+    def _embed(self, text: str) -> np.ndarray:
+        """The embedding of ``text``; the last few texts are cached (recall, then remember)."""
+        with self._lock:
+            vector = self._vectors.get(text)
+            if vector is not None:
+                self._vectors.move_to_end(text)
+                return vector
+        vector = self.embedder.embed([text])[0]
+        with self._lock:
+            self._vectors[text] = vector
+            while len(self._vectors) > _VECTOR_CACHE:
+                self._vectors.popitem(last=False)
+        return vector
 
     def remember(
         self,
@@ -168,8 +189,8 @@ class AgentMemory:
             created_at=created_at or datetime.now(UTC),
         )
         chunk = _to_chunk(user_id, memory)
-        vectors = self.embedder.embed([chunk.index_text()])
-        self.index().add([chunk], vectors)
+        vector = self._embed(memory.question)
+        self.index().add([chunk], vector.reshape(1, -1))
         return memory
 
     def recall_similar(
@@ -182,8 +203,8 @@ class AgentMemory:
     ) -> list[Memory]:
         """The ``limit`` past runs of ``user_id`` most similar to ``query``, best first.
 
-        Hybrid search (RRF of BM25 and dense) over question + answer text, restricted to the
-        user's own memories; never another user's.
+        Hybrid search (RRF of BM25 over question + answer, dense over the question),
+        restricted to the user's own memories; never another user's.
 
         Args:
             user_id: the user (``None``: the anonymous bucket).
@@ -198,7 +219,7 @@ class AgentMemory:
         if not query.strip():
             return []
         doc_id = memory_doc_id(user_id)
-        vector = self.embedder.embed([query])[0]
+        vector = self._embed(query.strip())
         index = self.index()
         k = limit if collection is None else max(4 * limit, 20)
         while True:

@@ -19,14 +19,16 @@ from sleuth.agents.answer import GeneratedAnswer
 from sleuth.agents.events import AnswerEvent, DoneEvent, ErrorEvent, EventEmitter, EventSink
 from sleuth.agents.guided import GuidedRuntime
 from sleuth.agents.heuristic import HeuristicReasoner
+from sleuth.agents.planning import PlanningAgent
 from sleuth.agents.react import RunRuntime, build_react_graph
 from sleuth.agents.reasoner import Reasoner
 from sleuth.agents.state import AgentState, AgentStep, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.config import Settings
 from sleuth.errors import UserError
-from sleuth.memory import AgentMemory
+from sleuth.memory import AgentMemory, Memory
 from sleuth.retrieval.search import KnowledgeBase
+from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext, ToolRegistry
 from sleuth.tools.memory import build_memory_tools
 from sleuth.tools.rag import build_rag_tools
@@ -55,6 +57,16 @@ def _failed(exc: Exception, emitter: EventEmitter) -> _Outcome:
     if not any(e.type == "answer" for e in emitter.events):
         emitter.emit(AnswerEvent(answer=answer, status=RunStatus.ERROR.value))
     return _Outcome(answer=answer, status=RunStatus.ERROR, steps=[], error=error)
+
+
+SIMILAR_QUESTION = 0.5
+"""Jaccard overlap of content terms above which a remembered question counts as similar
+(its cited sections are re-read first by the plan)."""
+
+
+def _similar(question: str, other: str) -> bool:
+    a, b = set(terms(question)), set(terms(other))
+    return bool(a and b) and len(a & b) / len(a | b) >= SIMILAR_QUESTION
 
 
 @dataclass(frozen=True)
@@ -180,7 +192,7 @@ class AgentService:
         tools = self.tool_registry(memory=use_memory)
         started = time.perf_counter()
         deadline = time.monotonic() + (timeout_s or self.settings.run_timeout_s)
-        memory = self._recall(query.strip(), collection, user_id, use_memory)
+        memory, recalled = self._recall(query.strip(), collection, user_id, use_memory)
         checks = _Checks(
             SupportChecker(self.kb.embedder),
             self.settings.strict_grounding if strict_grounding is None else strict_grounding,
@@ -189,8 +201,9 @@ class AgentService:
             outcome = self._run_guided(query.strip(), ctx, tools, emitter, deadline, checks)
         else:
             limit = max_iterations or self.settings.max_iterations
+            similar = [m.citations for m in recalled if _similar(query, m.question)]
             outcome = self._run_react(
-                query.strip(), ctx, tools, emitter, deadline, limit, task_id, checks
+                query.strip(), ctx, tools, emitter, deadline, limit, task_id, checks, similar
             )
         trace = outcome.trace
         trace.update(
@@ -234,7 +247,10 @@ class AgentService:
         limit: int,
         task_id: str,
         checks: _Checks,
+        recalled: list[list[str]],
     ) -> _Outcome:
+        model = getattr(self.reasoner, "model", None)  # LLMReasoner.model; None = heuristic
+        s = self.settings
         runtime = RunRuntime(
             ctx=ctx,
             tools=tools,
@@ -243,6 +259,10 @@ class AgentService:
             deadline=deadline,
             checker=checks.checker,
             strict_grounding=checks.strict_grounding,
+            planner=PlanningAgent(model if s.planner == "llm" else None),
+            critic_model=model if s.reflection == "llm" else None,
+            reflection=s.reflection != "off",
+            recalled=recalled,
         )
         state = AgentState(
             task_id=task_id,
@@ -267,6 +287,17 @@ class AgentService:
             trace["iterations"] = 0
         outcome.error = outcome.error or runtime.error
         trace.update(
+            planner_runtime="llm" if model is not None and s.planner == "llm" else "heuristic",
+            planner_run_id=uuid.uuid4().hex,
+            planner_path=list(runtime.path),
+            output_validation_retries=dict(runtime.retries),
+            agentic={
+                "crag": [],
+                "complementary": [],
+                "compression": {"applied": False},
+                "planning": dict(runtime.planning),
+                "reflection": list(runtime.reflections),
+            },
             tool_trace=runtime.tool_trace,
             citations_removed=[r.model_dump() for r in runtime.removed_citations],
             timings_ms={k: round(v, 1) for k, v in runtime.stage_ms.items()},
@@ -307,16 +338,17 @@ class AgentService:
 
     def _recall(
         self, question: str, collection: str, user_id: str | None, enabled: bool
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], list[Memory]]:
         """Recall the user's similar past runs (for the planner); never raises."""
         info: dict[str, Any] = {"enabled": enabled, "recalled": [], "stored": False, "error": None}
+        recalled: list[Memory] = []
         if enabled:
             try:
                 recalled = self.memory.recall_similar(user_id, question, 3, collection=collection)
                 info["recalled"] = [m.task_id for m in recalled]
             except Exception as exc:
                 info["error"] = f"recall: {type(exc).__name__}: {exc}"
-        return info
+        return info, recalled
 
     def _remember(
         self, response: AgentSearchResponse, user_id: str | None, info: dict[str, Any]

@@ -236,11 +236,21 @@ def test_concurrent_runs_see_only_their_own_evidence(tmp_path):
         "What is culpable homicide?",
         "Which river flows through Quenia?",
     ] * 3
-    expected = {q: service.execute_agentic_search(q, "test") for q in questions[:4]}
+    # memory off: a remembered earlier run of the same question would (rightly) change the
+    # plan; this test is about runs sharing no mutable state
+    expected = {
+        q: service.execute_agentic_search(q, "test", use_memory=False) for q in questions[:4]
+    }
     events: dict[int, list] = {i: [] for i in range(len(questions))}
     with ThreadPoolExecutor(max_workers=6) as pool:
         futures = [
-            pool.submit(service.execute_agentic_search, q, "test", sinks=[events[i].append])
+            pool.submit(
+                service.execute_agentic_search,
+                q,
+                "test",
+                sinks=[events[i].append],
+                use_memory=False,
+            )
             for i, q in enumerate(questions)
         ]
         results = [f.result() for f in futures]

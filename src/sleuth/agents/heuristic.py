@@ -1,10 +1,11 @@
 """The deterministic reasoner: sleuth's offline agent, no LLM needed.
 
-It drives the same ReAct graph as an LLM: search with the question's key phrase, read the
-best sections, follow the cross-references they cite, judge whether the evidence covers the
-question (share of the question's content terms found in it), search again for the missing
-terms once if not, then answer extractively with citations — or declare insufficient
-context.
+It drives the same ReAct graph as an LLM: it follows the planning agent's plan (its
+searches, and re-reads of sections a similar earlier run cited), then reads the best
+sections, follows the cross-references they cite, judges whether the evidence covers the
+question (share of the question's content terms found in it), searches again for the missing
+terms once if not, then answers extractively with citations — or declares insufficient
+context. After a critique that asks for a revision it runs the critique's search first.
 """
 
 from __future__ import annotations
@@ -147,6 +148,51 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
     )
 
 
+def _norm(query: str) -> str:
+    return " ".join(query.lower().split())
+
+
+def _attempted(state: AgentState) -> set[tuple[str, str]]:
+    """(tool, query or source_id) of every tool call made so far in the run."""
+    done = set()
+    for step in state.steps:
+        for call in step.tool_calls or []:
+            if step.step_type != "act":
+                continue
+            args = call.get("arguments") or {}
+            key = args.get("query") if call.get("name") == "rag_search" else args.get("source_id")
+            done.add((str(call.get("name")), _norm(str(key or ""))))
+    return done
+
+
+def _pending(state: AgentState, tools: ToolRegistry) -> tuple[list[tuple[str, dict]], str]:
+    """Calls the critique or the plan asks for that have not run yet, and why."""
+    done = _attempted(state)
+    critique = state.critique
+    if (
+        critique is not None
+        and critique.needs_revision
+        and ("rag_search", _norm(critique.revision_query)) not in done
+    ):
+        query = {"query": critique.revision_query, "top_k": 5}
+        return [("rag_search", query)], "Revising after the critique"
+    if state.plan is None:
+        return [], ""
+    calls: list[tuple[str, dict]] = []
+    if "read_section" in tools:
+        calls += [
+            ("read_section", {"source_id": sid})
+            for sid in state.plan.reads()
+            if ("read_section", _norm(sid)) not in done
+        ]
+    calls += [
+        ("rag_search", {"query": q, "top_k": 5})
+        for q in dict.fromkeys(state.plan.searches())
+        if ("rag_search", _norm(q)) not in done
+    ]
+    return calls, "Following the plan"
+
+
 class HeuristicReasoner:
     """Deterministic search → read → follow → judge → answer policy (no model)."""
 
@@ -161,6 +207,13 @@ class HeuristicReasoner:
                 "from the knowledge base.",
                 draft=compose_answer(question, ctx),
             )
+        pending, why = _pending(state, tools)
+        if pending:
+            names = ", ".join(
+                f"search '{a['query']}'" if n == "rag_search" else f"read {a['source_id']}"
+                for n, a in pending
+            )
+            return self._call(f"{why}: {names}.", step, pending)
         if not ctx.searches:
             # a question naming a section is searched as written, so "section 26 of the
             # <Act>" reaches the explicit-reference lookup intact
@@ -195,7 +248,8 @@ class HeuristicReasoner:
         q_terms = set(terms(question))
         evidence = " ".join(_section_text(ctx.retrieved[sid]) for sid, _ in ranked[:3])
         covered = coverage(q_terms, evidence)
-        if covered < SUFFICIENT_COVERAGE and len(ctx.searches) < 2:
+        planned = len(state.plan.searches()) if state.plan is not None else 1
+        if covered < SUFFICIENT_COVERAGE and len(ctx.searches) < planned + 1:
             missing = [w for w in q_terms if w not in set(terms(evidence))]
             query = " ".join(missing) + " " + key_phrase(question)
             return self._call(

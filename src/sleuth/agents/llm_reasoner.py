@@ -86,6 +86,11 @@ class LLMReasoner:
 
     def _prompt(self, state: AgentState) -> list[BaseMessage]:
         system = load_prompt("react_system").replace("{collection}", state.collection)
+        if state.plan is not None:
+            system += (
+                "\n\nYour plan (follow it; adapt when an observation contradicts it): "
+                + state.plan.render()
+            )
         return [SystemMessage(system), HumanMessage(state.original_query), *state.messages]
 
     def decide(self, state: AgentState, ctx: RunContext, tools: ToolRegistry) -> Decision:

@@ -1,5 +1,17 @@
 """The ReAct loop as an explicit LangGraph ``StateGraph``: observe → think → act → observe.
 
+::
+
+    START → observe → plan → think ⇄ act → observe (→ re-plan on contradiction) → think …
+                               think (draft) → reflect → finalize → END
+                                                   └→ think (one revision) …
+
+* ``plan``: the :class:`~sleuth.agents.planning.PlanningAgent` writes the plan the reasoner
+  follows; after each tool round ``observe`` checks the observation against it and re-plans
+  on a contradiction (at most :data:`~sleuth.agents.planning.MAX_REPLANS` times);
+* ``reflect``: the critic (:mod:`sleuth.agents.reflection`) checks the draft against its
+  evidence; a critique that finds a gap sends the loop back to ``think`` once.
+
 Loop control lives here, not in the reasoner: ``max_iterations`` tool rounds, a wall-clock
 deadline, identical repeated tool calls, and a bound on consecutive unusable model outputs.
 Whatever happens, the ``finalize`` node produces exactly one validated answer and a status.
@@ -12,7 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
@@ -28,7 +41,9 @@ from sleuth.agents.events import (
 )
 from sleuth.agents.finish import finish_answer
 from sleuth.agents.heuristic import compose_answer
+from sleuth.agents.planning import MAX_REPLANS, PlanningAgent, contradiction
 from sleuth.agents.reasoner import Decision, Reasoner
+from sleuth.agents.reflection import MAX_REVISIONS, critique_draft
 from sleuth.agents.state import AgentState, AgentStep, AgentStepType, RunStatus, ToolCallRequest
 from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
@@ -55,12 +70,24 @@ class RunRuntime:
     tool_trace: list[dict[str, Any]] = field(default_factory=list)
     removed_citations: list[RemovedCitation] = field(default_factory=list)
     citation_trace: dict[str, Any] = field(default_factory=dict)
+    planner: PlanningAgent | None = None
+    critic_model: BaseChatModel | None = None
+    reflection: bool = True
+    recalled: list[list[str]] = field(default_factory=list)
+    last_round: list[tuple[str, dict[str, Any], ToolResult]] = field(default_factory=list)
+    planning: dict[str, Any] = field(default_factory=dict)
+    reflections: list[dict[str, Any]] = field(default_factory=list)
+    retries: dict[str, int] = field(default_factory=dict)
+    path: list[str] = field(default_factory=list)
     seen_calls: set[str] = field(default_factory=set)
     stage_ms: dict[str, float] = field(default_factory=dict)
     error: str | None = None
 
     def timed(self, stage: str, started: float) -> None:
         self.stage_ms[stage] = self.stage_ms.get(stage, 0.0) + (time.perf_counter() - started) * 1e3
+
+    def retried(self, agent: str, retries: int) -> None:
+        self.retries[agent] = self.retries.get(agent, 0) + retries
 
 
 def _runtime(config: RunnableConfig) -> RunRuntime:
@@ -78,6 +105,7 @@ def _preview(result: ToolResult) -> str:
 
 def observe(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     rt = _runtime(config)
+    rt.path.append("observe")
     if not state.steps:
         content = (
             f"Question: {state.original_query} | collection: {state.collection} | "
@@ -88,11 +116,79 @@ def observe(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         lines = [r.get("status", "") for r in last.tool_results or []]
         content = "Observed: " + (" | ".join(lines) if lines else last.content)
     rt.emitter.emit(ObserveEvent(content=content))
-    return {"steps": [AgentStep(step_type=AgentStepType.OBSERVE, content=content)]}
+    step = AgentStep(step_type=AgentStepType.OBSERVE, content=content)
+    update: dict[str, Any] = {"steps": [step]}
+    calls, rt.last_round = rt.last_round, []
+    if calls and state.plan is not None and rt.planner is not None and state.replans < MAX_REPLANS:
+        reason = contradiction(state.original_query, calls, state.plan)
+        if reason is not None:
+            update.update(_replan(state, rt, reason))
+            update["steps"] = [*update["steps"], *update.pop("replan_steps")]
+    return update
+
+
+def _replan(state: AgentState, rt: RunRuntime, reason: str) -> dict[str, Any]:
+    """A new plan after ``reason`` contradicted the current one (also told to a model)."""
+    assert rt.planner is not None and state.plan is not None
+    started = time.perf_counter()
+    result = rt.planner.replan(state.original_query, state.plan, reason, rt.ctx, rt.ctx.add_usage)
+    rt.retried("planner", result.retries)
+    new = result.value
+    rt.planning.setdefault("replans", []).append(
+        {"reason": reason, "plan": [s.model_dump() for s in new.steps], "path": result.path}
+    )
+    thought = f"Re-planning: {reason}. New plan: {new.render()}."
+    rt.emitter.emit(ThinkEvent(content=thought, iteration=state.iteration_count))
+    rt.timed("plan", started)
+    return {
+        "plan": new,
+        "replans": state.replans + 1,
+        "messages": [HumanMessage(f"Note: {reason}. Revised plan: {new.render()}.")],
+        "replan_steps": [
+            AgentStep(
+                step_type=AgentStepType.THINK,
+                content=thought,
+                reasoning=f"agent=planner; path={result.path}; retries={result.retries}",
+            )
+        ],
+    }
+
+
+def plan(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+    """The planning agent writes the plan before the first action."""
+    rt = _runtime(config)
+    rt.path.append("plan")
+    assert rt.planner is not None
+    started = time.perf_counter()
+    result = rt.planner.plan(
+        state.original_query, rt.tools.names, rt.recalled, usage=rt.ctx.add_usage
+    )
+    rt.retried("planner", result.retries)
+    new = result.value
+    rt.planning.update(
+        plan=[s.model_dump() for s in new.steps],
+        rationale=new.rationale,
+        path=result.path,
+        recalled_sections=[sid for run in rt.recalled for sid in run],
+    )
+    thought = f"Plan ({new.rationale}): {new.render()}." if new.rationale else new.render()
+    rt.emitter.emit(ThinkEvent(content=thought, iteration=state.iteration_count))
+    rt.timed("plan", started)
+    return {
+        "plan": new,
+        "steps": [
+            AgentStep(
+                step_type=AgentStepType.THINK,
+                content=thought,
+                reasoning=f"agent=planner; path={result.path}; retries={result.retries}",
+            )
+        ],
+    }
 
 
 def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     rt = _runtime(config)
+    rt.path.append("think")
     started = time.perf_counter()
     stop: RunStatus | None = None
     if time.monotonic() > rt.deadline:
@@ -178,6 +274,7 @@ def _synthetic_message(decision: Decision) -> AIMessage:
 
 def act(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     rt = _runtime(config)
+    rt.path.append("act")
     started = time.perf_counter()
     messages: list[BaseMessage] = []
     results: list[dict[str, Any]] = []
@@ -223,6 +320,7 @@ def act(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
             }
         )
         messages.append(ToolMessage(result.observation(), tool_call_id=call.id, name=call.name))
+        rt.last_round.append((call.name, call.arguments, result))
         results.append({"tool": call.name, "ok": result.ok, "status": result.status})
     rt.timed("act", started)
     return {
@@ -240,8 +338,69 @@ def act(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     }
 
 
+def reflect(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+    """Critique the draft against its evidence; one revision round when it finds a gap."""
+    rt = _runtime(config)
+    rt.path.append("reflect")
+    draft = state.draft
+    if (
+        not rt.reflection
+        or draft is None
+        or draft.is_insufficient_context
+        or state.reflections >= MAX_REVISIONS
+        or state.iteration_count >= state.max_iterations
+        or time.monotonic() > rt.deadline
+    ):
+        return {}
+    started = time.perf_counter()
+    result = critique_draft(
+        state.original_query,
+        draft,
+        rt.ctx,
+        rt.critic_model,
+        rt.checker,
+        usage=rt.ctx.add_usage,
+    )
+    rt.retried("reflection", result.retries)
+    critique = result.value
+    rt.reflections.append({**critique.model_dump(), "path": result.path})
+    thought = f"Reflection: {critique.summary()}."
+    rt.emitter.emit(ThinkEvent(content=thought, iteration=state.iteration_count))
+    steps = [
+        AgentStep(
+            step_type=AgentStepType.THINK,
+            content=thought,
+            reasoning=f"agent=critic; path={result.path}; retries={result.retries}",
+        )
+    ]
+    rt.timed("reflect", started)
+    if not critique.needs_revision:
+        return {"critique": critique, "steps": steps}
+    note = (
+        f"Critique of the draft: {critique.summary()}. Search for what is missing (for example "
+        f"'{critique.revision_query}'), then give the final answer again."
+    )
+    last = state.messages[-1] if state.messages else None
+    if isinstance(last, AIMessage) and last.tool_calls:
+        feedback: list[BaseMessage] = [
+            ToolMessage(note, tool_call_id=c["id"] or "final", name=c["name"])
+            for c in last.tool_calls
+        ]
+    else:
+        feedback = [HumanMessage(note)]
+    return {
+        "critique": critique,
+        "reflections": state.reflections + 1,
+        "draft": None,
+        "is_complete": False,
+        "messages": feedback,
+        "steps": steps,
+    }
+
+
 def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     rt = _runtime(config)
+    rt.path.append("finalize")
     started = time.perf_counter()
     question = state.original_query
     draft: AnswerDraft | None = state.draft
@@ -282,23 +441,41 @@ def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     }
 
 
+def _after_observe(state: AgentState, config: RunnableConfig) -> str:
+    return "plan" if state.plan is None and _runtime(config).planner is not None else "think"
+
+
 def _after_think(state: AgentState) -> str:
-    if state.is_complete or state.stop_status is not None:
+    if state.stop_status is not None:
         return "finalize"
+    if state.is_complete:
+        return "reflect"
     return "act" if state.pending_calls else "think"
 
 
+def _after_reflect(state: AgentState) -> str:
+    return "finalize" if state.is_complete or state.stop_status is not None else "think"
+
+
 def build_react_graph():  # type: ignore[no-untyped-def]
-    """Compile the ReAct graph: START → observe → think ⇄ (act → observe) → finalize → END."""
+    """Compile the ReAct graph (see the module docstring for its shape)."""
     graph = StateGraph(AgentState)
     graph.add_node("observe", observe)
+    graph.add_node("plan", plan)
     graph.add_node("think", think)
     graph.add_node("act", act)
+    graph.add_node("reflect", reflect)
     graph.add_node("finalize", finalize)
     graph.add_edge(START, "observe")
-    graph.add_edge("observe", "think")
+    graph.add_conditional_edges("observe", _after_observe, {"plan": "plan", "think": "think"})
+    graph.add_edge("plan", "think")
     graph.add_conditional_edges(
-        "think", _after_think, {"act": "act", "think": "think", "finalize": "finalize"}
+        "think",
+        _after_think,
+        {"act": "act", "think": "think", "reflect": "reflect", "finalize": "finalize"},
+    )
+    graph.add_conditional_edges(
+        "reflect", _after_reflect, {"think": "think", "finalize": "finalize"}
     )
     graph.add_edge("act", "observe")
     graph.add_edge("finalize", END)

@@ -17,6 +17,8 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, Field
 
 from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
+from sleuth.agents.planning import ReactPlan
+from sleuth.agents.reflection import Critique
 
 
 class AgentStepType(StrEnum):
@@ -74,6 +76,10 @@ class AgentState:
     repeats: int = 0
     is_complete: bool = False
     draft: AnswerDraft | None = None
+    plan: ReactPlan | None = None
+    replans: int = 0
+    critique: Critique | None = None
+    reflections: int = 0
     stop_status: RunStatus | None = None
     final_answer: GeneratedAnswer | None = None
     status: RunStatus | None = None

@@ -422,8 +422,9 @@ def _detect_options(data: Any, path: str) -> RecordOptions:
         else:
             raise IngestError(
                 path,
-                "no records found: expected a list of objects, or an object with one of "
-                f"{', '.join(repr(k) for k in _AUTO_RECORD_KEYS)} holding them "
+                "no records found: expected a list of objects, an object with one of "
+                f"{', '.join(repr(k) for k in _AUTO_RECORD_KEYS)} holding them, or an object "
+                "mapping titles to text (a string or a list of sentences) "
                 f"(or use {option_hint('record_path')} to name the list)",
             )
     if not isinstance(records, list):

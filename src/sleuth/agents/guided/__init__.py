@@ -15,7 +15,8 @@ typed outputs and :mod:`sleuth.agents.guided.structured` for the structured-outp
 
 from __future__ import annotations
 
-from sleuth.agents.guided.runtime import GuidedResult, GuidedRuntime, build_guided_graph
+from typing import TYPE_CHECKING, Any
+
 from sleuth.agents.guided.schemas import (
     Compression,
     CragVerdict,
@@ -25,6 +26,22 @@ from sleuth.agents.guided.schemas import (
     Refinement,
 )
 from sleuth.agents.guided.structured import StructuredResult, call_structured
+
+if TYPE_CHECKING:
+    from sleuth.agents.guided.runtime import GuidedResult, GuidedRuntime, build_guided_graph
+
+_RUNTIME = ("GuidedResult", "GuidedRuntime", "build_guided_graph")
+
+
+def __getattr__(name: str) -> Any:
+    # the runtime is imported on first use: it depends on the ReAct modules (finish, state),
+    # which themselves use the guided agents, and an eager import would be circular
+    if name in _RUNTIME:
+        from sleuth.agents.guided import runtime
+
+        return getattr(runtime, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Compression",
