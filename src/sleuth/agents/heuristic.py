@@ -11,6 +11,7 @@ context. After a critique that asks for a revision it runs the critique's search
 from __future__ import annotations
 
 from sleuth.agents.answer import AnswerDraft
+from sleuth.agents.guided.agents import split_question
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
@@ -193,6 +194,31 @@ def _pending(state: AgentState, tools: ToolRegistry) -> tuple[list[tuple[str, di
     return calls, "Following the plan"
 
 
+def compose_parts(question: str, parts: list[str], ctx: RunContext) -> AnswerDraft:
+    """:func:`compose_answer` per part of a multi-part question, joined (each part's answer
+    under the part; a part the evidence does not answer says so). With fewer than two parts,
+    or when no part is answered, the whole question is answered as one."""
+    if len(parts) < 2:
+        return compose_answer(question, ctx)
+    drafts = [(part, compose_answer(part, ctx)) for part in parts]
+    if all(d.is_insufficient_context for _, d in drafts):
+        return compose_answer(question, ctx)
+    lines, points, cited = [], [], []
+    for part, d in drafts:
+        if d.is_insufficient_context:
+            lines.append(f"{part} The knowledge base does not answer this part.")
+            continue
+        lines.append(f"{part}\n{d.answer_text}")
+        points.extend(d.key_points)
+        cited.extend(d.citations)
+    return AnswerDraft(
+        answer_text="\n\n".join(lines),
+        key_points=points[:5],
+        citations=list(dict.fromkeys(cited)),
+        is_insufficient_context=False,
+    )
+
+
 class HeuristicReasoner:
     """Deterministic search → read → follow → judge → answer policy (no model)."""
 
@@ -258,7 +284,7 @@ class HeuristicReasoner:
                 step,
                 [("rag_search", {"query": query.strip(), "top_k": 5})],
             )
-        draft = compose_answer(question, ctx)
+        draft = compose_parts(question, split_question(question)[0], ctx)
         verdict = "enough to answer" if not draft.is_insufficient_context else "not enough"
         return Decision(
             thought=f"The evidence covers {covered:.0%} of the question's key terms: "
@@ -267,7 +293,8 @@ class HeuristicReasoner:
         )
 
     def conclude(self, state: AgentState, ctx: RunContext, reason: RunStatus) -> AnswerDraft:
-        return compose_answer(state.original_query, ctx)
+        question = state.original_query
+        return compose_parts(question, split_question(question)[0], ctx)
 
     @staticmethod
     def _call(thought: str, step: int, calls: list[tuple[str, dict]]) -> Decision:

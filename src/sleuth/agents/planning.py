@@ -107,10 +107,11 @@ def heuristic_react_plan(question: str, recalled: Sequence[Sequence[str]] = ()) 
     else:
         query = question.strip() if extract_references(question) else key_phrase(question)
         steps = [PlanStep(action="search", target=query, purpose="find the relevant sections")]
-    for sid in list(dict.fromkeys(s for run in recalled[:1] for s in run))[:MAX_MEMORY_READS]:
-        steps.insert(
-            0, PlanStep(action="read", target=sid, purpose="cited by a similar earlier question")
-        )
+    remembered = list(dict.fromkeys(s for run in recalled[:1] for s in run))[:MAX_MEMORY_READS]
+    steps[:0] = [
+        PlanStep(action="read", target=sid, purpose="cited by a similar earlier question")
+        for sid in remembered
+    ]
     steps += [
         PlanStep(action="read", purpose="read the best sections in full"),
         PlanStep(action="follow_references", purpose="check the sections they cite"),

@@ -74,7 +74,7 @@ from sleuth.agents.guided.agents import (
 )
 from sleuth.agents.guided.schemas import CragVerdict, IntentParse, Plan, Verdict
 from sleuth.agents.guided.structured import StructuredResult
-from sleuth.agents.heuristic import compose_answer, rank_sections
+from sleuth.agents.heuristic import compose_answer, compose_parts, rank_sections
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
@@ -782,25 +782,8 @@ def _insufficient(rt: _Run, state: GuidedState) -> AnswerDraft:
 
 def _heuristic_draft(rt: _Run, state: GuidedState) -> AnswerDraft:
     """``compose_answer`` on the question, or one per sub-question, synthesized."""
-    if len(state.targets) < 2:
-        return compose_answer(state.question, rt.ctx)
-    parts = [(sub, compose_answer(sub, rt.ctx)) for sub in state.targets]
-    if all(d.is_insufficient_context for _, d in parts):
-        return compose_answer(state.question, rt.ctx)
-    lines, points, cited = [], [], []
-    for sub, d in parts:
-        if d.is_insufficient_context:
-            lines.append(f"{sub} The knowledge base does not answer this part.")
-            continue
-        lines.append(f"{sub}\n{d.answer_text}")
-        points.extend(d.key_points)
-        cited.extend(d.citations)
-    return AnswerDraft(
-        answer_text="\n\n".join(lines),
-        key_points=points[:5],
-        citations=list(dict.fromkeys(cited)),
-        is_insufficient_context=False,
-    )
+    targets = state.targets if len(state.targets) > 1 else []
+    return compose_parts(state.question, targets, rt.ctx)
 
 
 def _with_gaps(draft: AnswerDraft, state: GuidedState) -> AnswerDraft:
