@@ -86,7 +86,12 @@ class TraceRenderer:
         if answer.citations:
             body.append("\n\nCitations:\n", style="bold")
             for c in answer.citations:
-                body.append(self._text(f" {self.m['cite']} {c.source_id}  {c.title}\n"))
+                number = f"[{c.number}] " if c.number is not None else ""
+                body.append(self._text(f" {self.m['cite']} {number}{c.source_id}  {c.title}\n"))
+        if answer.ungrounded_sentences:
+            body.append("\nNot supported by a cited section:\n", style="bold yellow")
+            for sentence in answer.ungrounded_sentences:
+                body.append(self._text(f" - {sentence}\n"), style="yellow")
         box_style = "yellow" if answer.is_insufficient_context else "green"
         if self.ascii:
             from rich import box
