@@ -65,6 +65,11 @@ class CragCalibration:
                     "evidence": len(evidence),
                     "all_gold": all_in(evidence, gold),
                     "any_gold": bool(gold & evidence),
+                    # a sub-question needs only its own part of the gold (unknown which):
+                    # at least one gold section; the whole question needs all of it
+                    "gold_there": bool(gold & evidence)
+                    if entry.get("question") != question
+                    else all_in(evidence, gold),
                 }
             )
 
@@ -84,6 +89,7 @@ class CragCalibration:
                     "share_of_rounds": n / total if total else 0.0,
                     "all_gold_in_evidence": sum(r["all_gold"] for r in rows) / n if n else 0.0,
                     "any_gold_in_evidence": sum(r["any_gold"] for r in rows) / n if n else 0.0,
+                    "gold_there": sum(r["gold_there"] for r in rows) / n if n else 0.0,
                     "mean_evidence_sections": sum(r["evidence"] for r in rows) / n if n else 0.0,
                     "rounds_of_decomposed_runs": sum(r["decomposed_run"] for r in rows),
                 }
@@ -97,6 +103,7 @@ class CragCalibration:
                 s["verdict"],
                 s["rounds"],
                 s["share_of_rounds"],
+                s["gold_there"],
                 s["all_gold_in_evidence"],
                 s["any_gold_in_evidence"],
                 s["mean_evidence_sections"],
@@ -113,8 +120,10 @@ class CragCalibration:
             f"{len(self.rounds)} CRAG rounds from {self.runs} guided runs "
             f"({self.runs_without_rounds} runs without a verdict). Every round is counted, "
             f"including refinement rounds and the rounds of decomposed questions "
-            f"({decomposed} rounds in decomposed runs, {sub} of them on a sub-question); each "
-            "is scored against the gold of the whole question."
+            f"({decomposed} rounds in decomposed runs, {sub} of them on a sub-question). "
+            "'gold there': all gold sections in the evidence for a round on the whole "
+            "question, at least one for a round on a sub-question (its share of the gold is "
+            "not known); the all / any columns score every round against the whole question."
         )
 
 
@@ -122,6 +131,7 @@ CRAG_TABLE_HEADERS = (
     "verdict",
     "rounds",
     "share",
+    "gold there",
     "all gold in evidence",
     "any gold in evidence",
     "mean evidence sections",

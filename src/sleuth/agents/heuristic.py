@@ -27,6 +27,8 @@ ANSWERABLE_COVERAGE = 0.5
 question names it), the answer is 'insufficient context': half is not enough, or "the
 capital of France" would be answered from a section on "capital offences"."""
 READ_PER_STEP = 2
+MAX_FOLLOWED = 4
+"""Sections whose cross-references (and title mentions) one run follows at most."""
 MAX_SENTENCES = 3
 NAMED_SECTION_BONUS = 3.0
 """Added to the sentences of a section the question names by number."""
@@ -166,8 +168,25 @@ def _attempted(state: AgentState) -> set[tuple[str, str]]:
     return done
 
 
-def _pending(state: AgentState, tools: ToolRegistry) -> tuple[list[tuple[str, dict]], str]:
-    """Calls the critique or the plan asks for that have not run yet, and why."""
+def _linked(question: str, ctx: RunContext, among: int) -> list[str]:
+    """Of the ``among`` best-ranked sections, those citing or naming others, not yet followed."""
+    return [
+        sid
+        for sid, cov in rank_sections(question, ctx)[:among]
+        if sid not in ctx.followed
+        and cov > 0
+        and any(r.target_id for c in ctx.retrieved[sid] for r in c.references)
+    ]
+
+
+def _pending(
+    state: AgentState, ctx: RunContext, tools: ToolRegistry
+) -> tuple[list[tuple[str, dict]], str]:
+    """Calls the critique or the plan asks for that have not run yet, and why.
+
+    A revision follows the links of the best sections not followed yet (what is missing is
+    often in a section they name) and runs the critique's search.
+    """
     done = _attempted(state)
     critique = state.critique
     if (
@@ -175,11 +194,15 @@ def _pending(state: AgentState, tools: ToolRegistry) -> tuple[list[tuple[str, di
         and critique.needs_revision
         and ("rag_search", _norm(critique.revision_query)) not in done
     ):
-        query = {"query": critique.revision_query, "top_k": 5}
-        return [("rag_search", query)], "Revising after the critique"
+        calls: list[tuple[str, dict]] = []
+        if "follow_references" in tools:
+            linked = _linked(state.original_query, ctx, 2 * READ_PER_STEP)[:READ_PER_STEP]
+            calls = [("follow_references", {"source_id": sid}) for sid in linked]
+        calls.append(("rag_search", {"query": critique.revision_query, "top_k": 5}))
+        return calls, "Revising after the critique"
     if state.plan is None:
         return [], ""
-    calls: list[tuple[str, dict]] = []
+    calls = []
     if "read_section" in tools:
         calls += [
             ("read_section", {"source_id": sid})
@@ -233,10 +256,12 @@ class HeuristicReasoner:
                 "from the knowledge base.",
                 draft=compose_answer(question, ctx),
             )
-        pending, why = _pending(state, tools)
+        pending, why = _pending(state, ctx, tools)
         if pending:
             names = ", ".join(
-                f"search '{a['query']}'" if n == "rag_search" else f"read {a['source_id']}"
+                f"search '{a['query']}'"
+                if n == "rag_search"
+                else f"{'read' if n == 'read_section' else 'follow the links of'} {a['source_id']}"
                 for n, a in pending
             )
             return self._call(f"{why}: {names}.", step, pending)
@@ -258,18 +283,14 @@ class HeuristicReasoner:
                 step,
                 [("read_section", {"source_id": sid}) for sid in unread],
             )
-        top = ranked[0][0] if ranked else None
-        if (
-            top
-            and top not in ctx.followed
-            and ranked[0][1] >= ANSWERABLE_COVERAGE
-            and any(r.target_id for c in ctx.retrieved[top] for r in c.references)
-            and "follow_references" in tools
-        ):
+        to_follow = _linked(question, ctx, READ_PER_STEP)
+        if to_follow and len(ctx.followed) < MAX_FOLLOWED and "follow_references" in tools:
+            names = ", ".join(to_follow)
             return self._call(
-                f"{top} cites other sections; I will follow its cross-references.",
+                f"{names} {'cite' if len(to_follow) > 1 else 'cites'} other sections; "
+                "I will follow the cross-references.",
                 step,
-                [("follow_references", {"source_id": top})],
+                [("follow_references", {"source_id": sid}) for sid in to_follow],
             )
         q_terms = set(terms(question))
         evidence = " ".join(_section_text(ctx.retrieved[sid]) for sid, _ in ranked[:3])

@@ -14,10 +14,11 @@ from sleuth.config import Settings
 from sleuth.errors import EmbeddingModelMismatch, UserError
 from sleuth.ingest.references import SOURCE_ID_TOKEN, SectionLookup, extract_references
 from sleuth.retrieval.embeddings import Embedder, get_embedder
+from sleuth.retrieval.mentions import TitleMentions
 from sleuth.store.catalog import Catalog, check_backend, validate_collection_name
 from sleuth.store.factory import open_index
 from sleuth.store.index import Index
-from sleuth.types import Chunk, Hit
+from sleuth.types import Chunk, Hit, Reference
 
 SearchMode = Literal["hybrid", "bm25", "dense"]
 IndexOpener = Callable[[Settings, str, int], Index]
@@ -48,6 +49,7 @@ class KnowledgeBase:
         self._index_opener = index_opener
         self._indexes: dict[str, Index] = {}
         self._lookups: dict[str, tuple[tuple[int, int, str], SectionLookup]] = {}
+        self._mentions: dict[str, tuple[tuple[int, int, str], TitleMentions]] = {}
         self._lock = threading.RLock()
 
     @property
@@ -118,6 +120,7 @@ class KnowledgeBase:
             check_backend(info, self.settings.index_backend)
             index = self._indexes.pop(collection, None)
             self._lookups.pop(collection, None)
+            self._mentions.pop(collection, None)
             try:
                 valid = validate_collection_name(collection) == collection
             except UserError:
@@ -184,6 +187,41 @@ class KnowledgeBase:
         with self._lock:
             self._lookups[collection] = (version, lookup)
         return lookup
+
+    def title_mentions(self, collection: str) -> TitleMentions:
+        """The collection's title index (see :mod:`sleuth.retrieval.mentions`), rebuilt only
+        when its documents changed."""
+        version = self.catalog.collection_version(collection)
+        with self._lock:
+            cached = self._mentions.get(collection)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+        mentions = TitleMentions(self.catalog.section_stubs(collection))
+        with self._lock:
+            self._mentions[collection] = (version, mentions)
+        return mentions
+
+    def with_mentions(self, collection: str, chunks: list[Chunk]) -> list[Chunk]:
+        """Copies of ``chunks`` whose ``references`` also hold the sections their text names
+        by title (``target_text`` = the title), after the stored cross-references."""
+        mentions = self.title_mentions(collection)
+        if not len(mentions):
+            return chunks
+        out = []
+        for chunk in chunks:
+            known = {r.target_id for r in chunk.references}
+            named = mentions.in_text(chunk.text, exclude=chunk.source_id)
+            extra = [
+                Reference(source_id=chunk.source_id, target_text=name, target_id=sid)
+                for sid, name in named.items()
+                if sid not in known
+            ]
+            out.append(
+                chunk.model_copy(update={"references": [*chunk.references, *extra]})
+                if extra
+                else chunk
+            )
+        return out
 
     def _named_sections(
         self, collection: str, query: str, doc_ids: list[str] | None

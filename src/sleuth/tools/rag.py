@@ -59,6 +59,8 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
             if sid not in best:
                 best[sid] = (hit.score, hit.chunk)
         top = list(best.items())[: args.top_k]
+        linked = kb.with_mentions(collection, [chunk for _, (_, chunk) in top])
+        top = [(sid, (score, chunk)) for (sid, (score, _)), chunk in zip(top, linked, strict=True)]
         ctx.track(chunk for _, (_, chunk) in top)
         ctx.searches.append(args.query)
         results = [
@@ -86,6 +88,7 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
                 f"no section '{args.source_id}' in collection '{ctx.collection}'; "
                 "use a source_id returned by rag_search"
             )
+        chunks = kb.with_mentions(ctx.collection, chunks)
         ctx.track(chunks)
         ctx.read.add(args.source_id)
         prev_id, next_id = kb.catalog.neighbours(ctx.collection, args.source_id)
@@ -123,10 +126,17 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
         )
 
     def follow_references(args: SectionArgs, ctx: RunContext) -> ToolResult:
-        if not kb.section(ctx.collection, args.source_id):
+        own = kb.section(ctx.collection, args.source_id)
+        if not own:
             raise ToolError(f"no section '{args.source_id}' in collection '{ctx.collection}'")
         refs = kb.catalog.references_from(ctx.collection, args.source_id)
-        targets = list(dict.fromkeys(r.target_id for r in refs if r.target_id))
+        mentioned = [
+            r.target_id
+            for c in kb.with_mentions(ctx.collection, own)
+            for r in c.references
+            if r.target_id
+        ]
+        targets = list(dict.fromkeys([*(r.target_id for r in refs if r.target_id), *mentioned]))
         unresolved = sorted({r.target_text for r in refs if not r.target_id})
         found: list[dict[str, str]] = []
         surfaced: list[Chunk] = []
@@ -193,7 +203,8 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
         Tool(
             "follow_references",
             "Follow the cross-references of a section (e.g. 'section 103', 'See section Naming "
-            "and binding'): returns the referenced sections' text and which sections cite it.",
+            "and binding', or the name of another section's title, such as a person or a film "
+            "it mentions): returns the referenced sections' text and which sections cite it.",
             SectionArgs,
             follow_references,
         ),

@@ -52,6 +52,7 @@ from sleuth.retrieval.text import STOPWORDS, key_phrase, sentences, terms, words
 
 UsageSink = Callable[[dict[str, int]], None]
 
+VERDICT_SECTIONS = 5
 SUFFICIENT_COVERAGE = 0.75
 """Heuristic CRAG: evidence covering at least this share of the question's terms suffices."""
 PARTIAL_COVERAGE = 0.4
@@ -291,12 +292,19 @@ def missing_words(question: str, evidence_text: str) -> list[str]:
 
 
 def heuristic_verdict(question: str, evidence: Sequence[EvidenceSection]) -> CragVerdict:
-    """Coverage-based CRAG verdict.
+    """Coverage-based CRAG verdict on concentrated evidence.
 
     Coverage = share of the question's content terms (stemmed, stop words removed; see
-    :func:`sleuth.retrieval.text.terms`) found in the evidence's titles and texts:
-    ≥ ``SUFFICIENT_COVERAGE`` (0.75) SUFFICIENT, ≥ ``PARTIAL_COVERAGE`` (0.4) PARTIAL, else
-    INSUFFICIENT; ``missing_information`` lists the uncovered words.
+    :func:`sleuth.retrieval.text.terms`) found in a section's title and text. The verdict
+    looks at the best single section and the best pair among the first
+    ``VERDICT_SECTIONS`` (a bridge question is answered by two linked sections), not at all
+    the evidence pooled — pooled, unrelated sections cover a question's words by chance:
+
+    * SUFFICIENT: one section covers ≥ ``SUFFICIENT_COVERAGE`` (0.75), or a pair covers all
+      of the terms;
+    * PARTIAL: the pooled evidence covers ≥ ``PARTIAL_COVERAGE`` (0.4);
+    * INSUFFICIENT otherwise. ``missing_information`` lists the words the best section or
+      pair lacks.
     """
     if not evidence:
         return CragVerdict(
@@ -304,21 +312,35 @@ def heuristic_verdict(question: str, evidence: Sequence[EvidenceSection]) -> Cra
             missing_information=key_phrase(question),
             rationale="Nothing was retrieved.",
         )
-    text = "\n".join(f"{e.title}\n{e.text}" for e in evidence)
     q_terms = question_terms(question)
-    covered = len(q_terms & _content_terms(text)) / len(q_terms) if q_terms else 1.0
-    missing = missing_words(question, text)
+    if not q_terms:
+        return CragVerdict(verdict="SUFFICIENT", rationale="The question has no key terms.")
+    texts = [f"{e.title}\n{e.text}" for e in evidence]
+    held = [q_terms & _content_terms(t) for t in texts[:VERDICT_SECTIONS]]
+    single = max(len(h) for h in held) / len(q_terms)
+    best_i = max(range(len(held)), key=lambda i: len(held[i]))
+    pair, pair_ids = single, (best_i,)
+    for i in range(len(held)):
+        for j in range(i + 1, len(held)):
+            share = len(held[i] | held[j]) / len(q_terms)
+            if share > pair:
+                pair, pair_ids = share, (i, j)
+    pooled = len(q_terms & _content_terms("\n".join(texts))) / len(q_terms)
     verdict: Verdict
-    if covered >= SUFFICIENT_COVERAGE or not missing:
+    if single >= SUFFICIENT_COVERAGE or pair >= 1.0:
         verdict = "SUFFICIENT"
-    elif covered >= PARTIAL_COVERAGE:
+    elif pooled >= PARTIAL_COVERAGE:
         verdict = "PARTIAL"
     else:
         verdict = "INSUFFICIENT"
+    missing = missing_words(question, "\n".join(texts[i] for i in pair_ids))
     return CragVerdict(
         verdict=verdict,
-        missing_information=" ".join(missing) if verdict != "SUFFICIENT" else "",
-        rationale=f"The evidence covers {covered:.0%} of the question's key terms.",
+        missing_information=(" ".join(missing) or key_phrase(question))
+        if verdict != "SUFFICIENT"
+        else "",
+        rationale=f"The best section covers {single:.0%} of the question's key terms, the best "
+        f"pair {pair:.0%}, all the evidence {pooled:.0%}.",
     )
 
 

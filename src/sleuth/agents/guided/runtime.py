@@ -13,11 +13,14 @@ Instead of one open ReAct loop, a fixed control graph calls small agents with ty
 * ``route`` ∥ ``plan`` run concurrently (parallel branches of one superstep);
 * ``skip``: the plan's ``clarify`` / ``hard_block`` / ``llm_only`` answers without retrieval;
 * ``retrieve``: ``rag_search`` with the plan's primary query (the router's normalized query
-  when the plan passes the question through) and, once, the complementary queries;
+  when the plan passes the question through) and, once, the complementary queries; then
+  ``follow_references`` of the best hits that cite or name other sections (graph expansion:
+  the second hop of a multi-hop question);
 * ``evaluate``: the CRAG evaluator (Yan et al. 2024, "Corrective Retrieval Augmented
   Generation", arXiv:2401.15884) grades the evidence; on PARTIAL / INSUFFICIENT ``refine``
-  rewrites the query from the gap hint and retrieval runs again, at most
-  ``max_refinements`` rounds per (sub-)question;
+  follows the links of the best sections not yet followed or, when there are none, rewrites
+  the query from the gap hint and retrieval runs again, at most ``max_refinements`` rounds
+  per (sub-)question;
 * ``decompose`` (when the plan flags a multi-part question): each sub-question is retrieved,
   evaluated and refined on its own; the generator cites across them;
 * ``enrich``: ``read_section`` of the top 2 sections per (sub-)question, ``follow_references``
@@ -532,6 +535,16 @@ def retrieve(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     calls.append(("rag_search", args, result))
     sources = rt.target_sources.setdefault(state.target_index, [])
     sources.extend(dict.fromkeys(c.source_id for c in result.chunks if c.source_id not in sources))
+    # graph expansion: the sections the best hits cite or name join the evidence before it is
+    # judged (the second hop of a multi-hop question is usually one of them)
+    target = state.targets[state.target_index]
+    for sid in _unfollowed_links(rt, state.target_index, target):
+        link_args = {"source_id": sid}
+        linked = rt.call_tool("follow_references", link_args)
+        calls.append(("follow_references", link_args, linked))
+        sources.extend(
+            dict.fromkeys(c.source_id for c in linked.chunks if c.source_id not in sources)
+        )
     if not rt.complementary_done:
         rt.complementary_done = True
         for query in state.plan.complementary_queries:
@@ -624,6 +637,29 @@ def refine(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     verdict = state.verdicts[state.target_index]
     assert verdict is not None
     target = state.targets[state.target_index]
+    linked = _unfollowed_links(rt, state.target_index, target)
+    if linked:
+        # corrective action without a new query: the gap may be in the sections the best
+        # ones name (the bridge of a multi-hop question), so follow their links first
+        rt.refinements += 1
+        rt.think(
+            f"Refinement (round {state.round + 1}): following the links of "
+            f"{', '.join(linked)} — what is missing ({verdict.missing_information}) may be in "
+            "the sections they cite or name.",
+            agent="refinement",
+        )
+        calls = []
+        sources = rt.target_sources.setdefault(state.target_index, [])
+        for sid in linked:
+            args = {"source_id": sid}
+            result_ = rt.call_tool("follow_references", args)
+            calls.append(("follow_references", args, result_))
+            sources.extend(
+                dict.fromkeys(c.source_id for c in result_.chunks if c.source_id not in sources)
+            )
+        rt.act_step(calls)
+        rt.timed("refine", started)
+        return {"next_step": "evaluate", "round": state.round + 1}
     result = refine_query(
         target,
         verdict,
@@ -652,6 +688,17 @@ def refine(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         update = {"next_step": "retrieve", "query": query, "round": state.round + 1}
     rt.timed("refine", started)
     return update
+
+
+def _unfollowed_links(rt: _Run, index: int, target: str) -> list[str]:
+    """The (sub-)question's top sections that cite or name other sections, not yet followed."""
+    among = [*rt.target_sources.get(index, []), *rt.shared_sources]
+    return [
+        sid
+        for sid in rt.ranked(target, among)[:READ_PER_TARGET]
+        if sid not in rt.ctx.followed
+        and any(r.target_id for c in rt.ctx.retrieved.get(sid, []) for r in c.references)
+    ][:MAX_FOLLOWS]
 
 
 def _generation_evidence(rt: _Run, state: GuidedState) -> list[EvidenceSection]:
@@ -928,7 +975,12 @@ def build_guided_graph():  # type: ignore[no-untyped-def]
     graph.add_conditional_edges(
         "refine",
         _next,
-        {"retrieve": "retrieve", "enrich": "enrich", "generate": "generate"},
+        {
+            "retrieve": "retrieve",
+            "evaluate": "evaluate",
+            "enrich": "enrich",
+            "generate": "generate",
+        },
     )
     graph.add_conditional_edges("enrich", _next, {"compress": "compress", "generate": "generate"})
     graph.add_edge("compress", "generate")
