@@ -183,8 +183,7 @@ def test_strict_grounding_per_request(tmp_path) -> None:
         [
             tool_call("rag_search", {"query": "murder", "top_k": 3}),
             _answer_call(
-                "Whoever commits murder shall be punished with death [BNS_S103]. "
-                "Courts are busy."
+                "Whoever commits murder shall be punished with death [BNS_S103]. Courts are busy."
             ),
         ]
     )

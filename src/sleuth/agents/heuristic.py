@@ -28,6 +28,8 @@ question names it), the answer is 'insufficient context': half is not enough, or
 capital of France" would be answered from a section on "capital offences"."""
 READ_PER_STEP = 2
 MAX_FOLLOWED = 4
+LINKED_PAIR_AMONG = 5
+"""Best-ranked sections searched for a linked pair that answers a bridge question."""
 """Sections whose cross-references (and title mentions) one run follows at most."""
 MAX_SENTENCES = 3
 NAMED_SECTION_BONUS = 3.0
@@ -74,6 +76,33 @@ def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
     return [(sid, full) for sid, full, _ in scored]
 
 
+def _linked_pair(
+    question: str, ranked: list[tuple[str, float]], ctx: RunContext
+) -> tuple[str, ...]:
+    """Two of the best-ranked sections, one citing or naming the other, that together cover
+    at least ``SUFFICIENT_COVERAGE`` of the question's terms (the best such pair), else ``()``.
+    """
+    q_terms = set(terms(question))
+    if not q_terms:
+        return ()
+    top = [sid for sid, cov in ranked[:LINKED_PAIR_AMONG] if cov > 0]
+    held = {sid: q_terms & set(terms(_section_text(ctx.retrieved[sid]))) for sid in top}
+    links = {
+        sid: {r.target_id for c in ctx.retrieved[sid] for r in c.references if r.target_id}
+        for sid in top
+    }
+    best: tuple[str, ...] = ()
+    best_share = SUFFICIENT_COVERAGE
+    for i, a in enumerate(top):
+        for b in top[i + 1 :]:
+            if b not in links[a] and a not in links[b]:
+                continue
+            share = len(held[a] | held[b]) / len(q_terms)
+            if share >= best_share and share > max(len(held[a]), len(held[b])) / len(q_terms):
+                best, best_share = (a, b), share
+    return best
+
+
 def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
     """An extractive, cited answer from the sections retrieved in this run.
 
@@ -81,11 +110,14 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
     they share, each followed by its ``[source_id]``. Declares insufficient context when the
     best section covers at most ``ANSWERABLE_COVERAGE`` of the question's terms (a question
     with no searchable terms at all — "?", a script the index cannot read — is never
-    answered) unless the question names that section.
+    answered) unless the question names that section, or two linked sections (one cites or
+    names the other: the two hops of a bridge question) cover ``SUFFICIENT_COVERAGE`` of it
+    together.
     """
     ranked = rank_sections(question, ctx)
     named = bool(ranked) and _is_named(ranked[0][0], _named_numbers(question))
-    if not ranked or (ranked[0][1] <= ANSWERABLE_COVERAGE and not named):
+    pair = _linked_pair(question, ranked, ctx)
+    if not ranked or (ranked[0][1] <= ANSWERABLE_COVERAGE and not named and not pair):
         closest = ", ".join(sid for sid, _ in ranked[:3]) or "none"
         return AnswerDraft(
             answer_text=(
@@ -99,8 +131,10 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
     q_terms = set(terms(question))
     numbers = _named_numbers(question)
     candidates: list[tuple[float, int, int, str, str]] = []
-    for s_rank, (sid, cov) in enumerate(ranked[:3]):
-        if cov < ANSWERABLE_COVERAGE and s_rank > 0:
+    for s_rank, (sid, cov) in enumerate(ranked[:LINKED_PAIR_AMONG]):
+        if cov < ANSWERABLE_COVERAGE and s_rank > 0 and sid not in pair:
+            continue
+        if s_rank >= 3 and sid not in pair:
             continue
         chunks = ctx.retrieved[sid]
         title_terms = set(terms(chunks[0].heading))

@@ -1,0 +1,124 @@
+"""Title mentions: names of other sections in a text become links the agent can follow."""
+
+from __future__ import annotations
+
+from sleuth.agents.state import RunStatus
+from sleuth.app import Sleuth
+from sleuth.retrieval.mentions import TitleMentions, name_words
+from sleuth.types import Chunk, Document, Section
+from tests.helpers import make_app
+from tests.unit.test_guided import run_guided
+
+
+def _stub(sid: str, title: str) -> Chunk:
+    return Chunk(
+        chunk_id=f"{sid}#0", source_id=sid, doc_id="corpus", title_path=["corpus", title],
+        text="", position=0,
+    )  # fmt: skip
+
+
+TITLES = {
+    "Big_Stone_Gap_film": "Big Stone Gap (film)",
+    "Adriana_Trigiani": "Adriana Trigiani",
+    "Young_NSW": "Young, New South Wales",
+    "Sulli": "Sulli",
+    "Murder": "Section 101. Murder.",
+    "Punishment": "Section 103. Punishment for murder.",
+    "Dup_1": "Eagles",
+    "Dup_2": "Eagles",
+}
+
+
+def test_name_words_drop_qualifiers_and_numbering() -> None:
+    assert name_words("Big Stone Gap (film)") == ("Big", "Stone", "Gap")
+    assert name_words("Section 103. Punishment for murder.") == ("Punishment", "for", "murder")
+
+
+def test_names_are_found_case_sensitively_longest_first() -> None:
+    mentions = TitleMentions(_stub(s, t) for s, t in TITLES.items())
+    text = (
+        "Big Stone Gap is a 2014 film directed by Adriana Trigiani. She was born in Young, "
+        "New South Wales, and once met Sulli Choi. Murder mysteries are not linked; a big "
+        "stone gap is not a title; the Eagles are ambiguous; punishment for murder is a phrase."
+    )
+    found = mentions.in_text(text, exclude="Big_Stone_Gap_film")
+    assert found == {
+        "Adriana_Trigiani": "Adriana Trigiani",
+        "Young_NSW": "Young, New South Wales",
+        "Sulli": "Sulli",
+    }
+    # a one-word name opening a sentence is an ordinary capitalised word
+    assert mentions.in_text("Sulli was there.") == {}
+    assert mentions.in_text("He met Sulli.") == {"Sulli": "Sulli"}
+
+
+SECTIONS = {
+    "Big_Stone_Gap_film": (
+        "Big Stone Gap (film)",
+        "Big Stone Gap is a 2014 American romantic comedy film written and directed by "
+        "Adriana Trigiani and set in Big Stone Gap, Virginia.",
+    ),
+    "Adriana_Trigiani": (
+        "Adriana Trigiani",
+        "Adriana Trigiani is an Italian American best-selling author of sixteen books, "
+        "television writer, film director, and entrepreneur based in Greenwich Village, "
+        "New York City.",
+    ),
+    "Arthurs_Magazine": (
+        "Arthur's Magazine",
+        "Arthur's Magazine was an American literary periodical published in Philadelphia.",
+    ),
+}
+
+
+def _corpus_app(tmp_path) -> Sleuth:  # type: ignore[no-untyped-def]
+    """An encyclopedic collection: one section per title, ids like the HotpotQA loader's."""
+    app = make_app(tmp_path, {"X_S1": ("Unrelated.", "An unrelated section.")}, collection="x")
+    document = Document(
+        doc_id="corpus",
+        path="corpus.json",
+        title="corpus",
+        content_hash="corpus-1",
+        sections=[
+            Section(title_path=["corpus", title], text=text, source_id=sid)
+            for sid, (title, text) in SECTIONS.items()
+        ],
+    )
+    app.pipeline.ingest_documents([document], "test")
+    return app
+
+
+BRIDGE = "The director of the romantic comedy Big Stone Gap is based in what New York city?"
+
+
+def test_search_results_carry_mentions_and_follow_references_reaches_them(tmp_path) -> None:
+    app = _corpus_app(tmp_path)
+    from sleuth.tools.base import RunContext
+    from sleuth.tools.rag import build_rag_tools
+
+    tools = {t.name: t for t in build_rag_tools(app.kb)}
+    ctx = RunContext(collection="test")
+    result = tools["rag_search"].invoke({"query": "Big Stone Gap film", "top_k": 1}, ctx)
+    assert result.payload["results"][0]["references"] == ["Adriana_Trigiani"]
+    followed = tools["follow_references"].invoke({"source_id": "Big_Stone_Gap_film"}, ctx)
+    assert [r["source_id"] for r in followed.payload["references"]] == ["Adriana_Trigiani"]
+    assert "Adriana_Trigiani" in ctx.retrieved
+
+
+def test_both_modes_reach_the_bridge_section(tmp_path) -> None:
+    app = _corpus_app(tmp_path)
+    result, _, ctx = run_guided(app, BRIDGE)
+    assert result.status == RunStatus.COMPLETED
+    assert {"Big_Stone_Gap_film", "Adriana_Trigiani"} <= set(ctx.retrieved)
+    follows = [c for c in result.tool_calls if c["tool"] == "follow_references"]
+    assert follows and follows[0]["arguments"] == {"source_id": "Big_Stone_Gap_film"}
+    assert [c.source_id for c in result.answer.citations] == [
+        "Big_Stone_Gap_film",
+        "Adriana_Trigiani",
+    ]
+    react = app.agent.execute_agentic_search(BRIDGE, "test", use_memory=False)
+    assert {"Big_Stone_Gap_film", "Adriana_Trigiani"} <= set(react.trace["retrieved_source_ids"])
+    assert {c.source_id for c in react.answer.citations} == {
+        "Big_Stone_Gap_film",
+        "Adriana_Trigiani",
+    }
