@@ -197,11 +197,13 @@ class AgentService:
             SupportChecker(self.kb.embedder),
             self.settings.strict_grounding if strict_grounding is None else strict_grounding,
         )
+        similar = [m.citations for m in recalled if _similar(query, m.question)]
         if mode == "guided":
-            outcome = self._run_guided(query.strip(), ctx, tools, emitter, deadline, checks)
+            outcome = self._run_guided(
+                query.strip(), ctx, tools, emitter, deadline, checks, similar[0] if similar else []
+            )
         else:
             limit = max_iterations or self.settings.max_iterations
-            similar = [m.citations for m in recalled if _similar(query, m.question)]
             outcome = self._run_react(
                 query.strip(), ctx, tools, emitter, deadline, limit, task_id, checks, similar
             )
@@ -314,6 +316,7 @@ class AgentService:
         emitter: EventEmitter,
         deadline: float,
         checks: _Checks,
+        recalled: list[str],
     ) -> _Outcome:
         model = getattr(self.reasoner, "model", None)  # LLMReasoner.model; None = heuristic
         result = self.guided_runtime.run(
@@ -326,6 +329,7 @@ class AgentService:
             max_refinements=self.settings.max_refinements,
             checker=checks.checker,
             strict_grounding=checks.strict_grounding,
+            recalled=recalled,
         )
         trace = {**result.trace, "iterations": len(result.trace["agentic"]["crag"])}
         return _Outcome(

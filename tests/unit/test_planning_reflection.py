@@ -235,3 +235,15 @@ def test_reflection_off_skips_the_critique(tmp_path) -> None:
     service.settings.reflection = "off"
     response = service.execute_agentic_search(TWO_PART, "test", use_memory=False)
     assert response.trace["agentic"]["reflection"] == []
+
+
+def test_guided_mode_rereads_what_a_similar_earlier_question_cited(tmp_path) -> None:
+    service = make_service(tmp_path)
+    first = service.execute_agentic_search(MURDER, "test", mode="guided", user_id="alice")
+    again = service.execute_agentic_search(MURDER, "test", mode="guided", user_id="alice")
+    other = service.execute_agentic_search(MURDER, "test", mode="guided", user_id="bob")
+    cited = [c.source_id for c in first.answer.citations]
+    assert again.trace["agentic"]["recalled_sections"] == cited[:2]
+    assert other.trace["agentic"]["recalled_sections"] == []
+    thoughts = " ".join(s.content for s in again.reasoning_steps)
+    assert "cited by a similar earlier question" in thoughts

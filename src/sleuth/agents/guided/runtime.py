@@ -164,6 +164,7 @@ class _Run:
     use_intent_parser: bool
     checker: SupportChecker | None = None
     strict_grounding: bool = False
+    recalled: list[str] = field(default_factory=list)
     steps: list[AgentStep] = field(default_factory=list)
     path: list[str] = field(default_factory=list)
     tool_trace: list[dict[str, Any]] = field(default_factory=list)
@@ -729,7 +730,8 @@ def enrich(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         among = [*rt.target_sources.get(index, []), *rt.shared_sources]
         top.extend(rt.ranked(target, among)[:READ_PER_TARGET])
     top = list(dict.fromkeys(top))[:MAX_READS]
-    to_read = [sid for sid in top if sid not in rt.ctx.read]
+    # sections a similar earlier question of this user cited are re-read (memory)
+    to_read = [sid for sid in dict.fromkeys([*rt.recalled, *top]) if sid not in rt.ctx.read]
     to_follow: list[str] = []
     if state.route.graph_hint:
         to_follow = [
@@ -740,8 +742,14 @@ def enrich(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         ][:MAX_FOLLOWS]
     outline_of = top[0] if state.route.granularity == "document" and top else None
     plan_parts = []
-    if to_read:
-        plan_parts.append("reading " + ", ".join(to_read))
+    fresh = [sid for sid in to_read if sid not in rt.recalled]
+    remembered = [sid for sid in to_read if sid in rt.recalled]
+    if fresh:
+        plan_parts.append("reading " + ", ".join(fresh))
+    if remembered:
+        plan_parts.append(
+            "re-reading " + ", ".join(remembered) + " (cited by a similar earlier question)"
+        )
     if to_follow:
         plan_parts.append("following the cross-references of " + ", ".join(to_follow))
     elif state.route.graph_hint:
@@ -1013,6 +1021,7 @@ class GuidedRuntime:
         use_intent_parser: bool = True,
         checker: SupportChecker | None = None,
         strict_grounding: bool = False,
+        recalled: list[str] | None = None,
     ) -> GuidedResult:
         """Answer ``question`` with the guided graph.
 
@@ -1035,6 +1044,8 @@ class GuidedRuntime:
             checker: the citation support check (``None``: retrieved-only validation).
             strict_grounding: drop answer sentences without a supporting citation (also on
                 when the planner asks for it).
+            recalled: source_ids cited by a similar earlier question of the same user
+                (agent memory); enrichment re-reads them.
 
         Returns:
             A :class:`GuidedResult` with exactly one answer. Never raises: a failure of the
@@ -1054,6 +1065,7 @@ class GuidedRuntime:
             use_intent_parser=use_intent_parser,
             checker=checker,
             strict_grounding=strict_grounding,
+            recalled=list(recalled or [])[:READ_PER_TARGET],
         )
         started = time.perf_counter()
         rt.observe(
@@ -1094,6 +1106,7 @@ class GuidedRuntime:
                 "complementary": list(rt.complementary),
                 "compression": dict(rt.compression),
                 "decomposition": dict(rt.decomposition),
+                "recalled_sections": list(rt.recalled),
             },
             "timings_ms": {
                 "total": round(total_ms, 1),
