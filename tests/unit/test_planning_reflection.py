@@ -247,3 +247,15 @@ def test_guided_mode_rereads_what_a_similar_earlier_question_cited(tmp_path) -> 
     assert other.trace["agentic"]["recalled_sections"] == []
     thoughts = " ".join(s.content for s in again.reasoning_steps)
     assert "cited by a similar earlier question" in thoughts
+
+
+@pytest.mark.parametrize("mode", ["react", "guided"])
+def test_every_run_carries_the_trace_metadata(tmp_path, mode: str) -> None:
+    service = make_service(tmp_path)
+    trace = service.execute_agentic_search(MURDER, "test", mode=mode).trace  # type: ignore[arg-type]
+    for key in ("planner_runtime", "planner_run_id", "planner_path", "tool_trace"):
+        assert trace[key], key
+    assert isinstance(trace["output_validation_retries"], dict)
+    assert {"crag", "complementary", "compression"} <= set(trace["agentic"])
+    assert trace["timings_ms"]["total"] > 0 and "token_usage" in trace
+    assert trace["planner_runtime"] == "heuristic"
