@@ -90,6 +90,12 @@ class CragCalibration:
                     "all_gold_in_evidence": sum(r["all_gold"] for r in rows) / n if n else 0.0,
                     "any_gold_in_evidence": sum(r["any_gold"] for r in rows) / n if n else 0.0,
                     "gold_there": sum(r["gold_there"] for r in rows) / n if n else 0.0,
+                    "whole_question_rounds": len(
+                        whole := [r for r in rows if not r["sub_question"]]
+                    ),
+                    "whole_question_all_gold": (
+                        sum(r["all_gold"] for r in whole) / len(whole) if whole else 0.0
+                    ),
                     "mean_evidence_sections": sum(r["evidence"] for r in rows) / n if n else 0.0,
                     "rounds_of_decomposed_runs": sum(r["decomposed_run"] for r in rows),
                 }
@@ -104,6 +110,8 @@ class CragCalibration:
                 s["rounds"],
                 s["share_of_rounds"],
                 s["gold_there"],
+                s["whole_question_rounds"],
+                s["whole_question_all_gold"],
                 s["all_gold_in_evidence"],
                 s["any_gold_in_evidence"],
                 s["mean_evidence_sections"],
@@ -132,6 +140,8 @@ CRAG_TABLE_HEADERS = (
     "rounds",
     "share",
     "gold there",
+    "whole-q rounds",
+    "whole-q all gold",
     "all gold in evidence",
     "any gold in evidence",
     "mean evidence sections",

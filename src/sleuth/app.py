@@ -78,6 +78,8 @@ class Sleuth:
                 pipeline._indexes.pop(name, None)
 
     def close(self) -> None:
+        if "agent" in self.__dict__:
+            self.agent.close()
         if "memory" in self.__dict__:
             self.memory.close()
         if "kb" in self.__dict__:

@@ -358,6 +358,177 @@ def demo(
         err.print(f"[dim]demo finished in {time.perf_counter() - started:.1f} s[/dim]")
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Address to bind (default: SLEUTH_API_HOST, 127.0.0.1)")
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(min=1, max=65535, help="TCP port (default: SLEUTH_API_PORT, 8000)"),
+    ] = None,
+    log_level: Annotated[
+        str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug")
+    ] = "info",
+) -> None:
+    """Serve the HTTP API (OpenAPI docs at /docs); needs the 'api' extra."""
+    from sleuth.errors import require
+
+    try:
+        for module in ("fastapi", "uvicorn", "sse_starlette", "python_multipart"):
+            require(module, "api", "sleuth serve (the HTTP API)")
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
+        raise _fail(f"--log-level must be critical, error, warning, info or debug, not "
+                    f"'{log_level}'", EXIT_USAGE)  # fmt: skip
+    settings = _settings()
+    host = host or settings.api_host
+    port = port or settings.api_port
+    import uvicorn
+
+    from sleuth.api import create_app
+
+    try:
+        application = create_app(settings)
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    if host not in LOOPBACK_HOSTS:
+        err.print(f"[yellow]warning:[/yellow] binding {host}: the API is reachable from other "
+                  "machines (every request still needs an API key)")  # fmt: skip
+    err.print(f"sleuth API on http://{host}:{port} (docs: /docs); Ctrl-C stops it")
+    uvicorn.run(application, host=host, port=port, log_level=log_level)
+
+
+users_app = typer.Typer(
+    help="Users of the HTTP API and their API keys.", no_args_is_help=True, add_completion=False
+)
+app.add_typer(users_app, name="users")
+
+
+@users_app.command("create")
+def users_create(name: Annotated[str, typer.Argument(help="The user's name (unique)")]) -> None:
+    """Create a user; prints their API key (on stdout) this once: only its hash is kept."""
+    from sleuth.api.keys import create_user, validate_user_name
+    from sleuth.errors import UserError
+
+    try:
+        validate_user_name(name)
+    except UserError as exc:
+        raise _fail(str(exc), EXIT_USAGE) from exc
+    s = _sleuth()
+    try:
+        user, key = create_user(s.catalog, name)
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        s.close()
+    err.print(f"created user {user.name} ({user.id}); the API key, shown this once:")
+    typer.echo(key)
+
+
+@users_app.command("list")
+def users_list(as_json: JsonOpt = False) -> None:
+    """List users (never their keys) with their collections."""
+    s = _sleuth()
+    try:
+        users = s.catalog.list_users()
+        owned = {u.id: [c.name for c in s.catalog.list_collections(owner=u.id)] for u in users}
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        s.close()
+    if as_json:
+        rows = [{**u.model_dump(mode="json"), "collections": owned[u.id]} for u in users]
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("user", "id", "created", "key", "collections")
+    for u in users:
+        table.add_row(
+            u.name,
+            u.id,
+            u.created_at.strftime("%Y-%m-%d %H:%M"),
+            "revoked" if u.disabled else "active",
+            ", ".join(owned[u.id]) or "-",
+        )
+    Console(highlight=False).print(table)
+
+
+@users_app.command("revoke")
+def users_revoke(name: Annotated[str, typer.Argument(help="The user's name")]) -> None:
+    """Revoke a user's API key: their requests answer 403 from now on."""
+    s = _sleuth()
+    try:
+        s.catalog.set_user_disabled(name)
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        s.close()
+    typer.echo(f"revoked the API key of {name}")
+
+
+@users_app.command("assign")
+def users_assign(
+    name: Annotated[str, typer.Argument(help="The user's name")],
+    collection: Annotated[str, typer.Argument(help="An existing collection")],
+) -> None:
+    """Give a collection (e.g. one ingested with the CLI) to a user of the API."""
+    name_of_collection = _collection(collection)
+    s = _sleuth()
+    try:
+        user = s.catalog.get_user(name)
+        if user is None:
+            raise _fail(f"no user named '{name}' (see: sleuth users list)")
+        s.catalog.set_collection_owner(name_of_collection, user.id)
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        s.close()
+    typer.echo(f"collection {name_of_collection} now belongs to {name}")
+
+
+@app.command("mcp")
+def mcp_server(
+    transport: Annotated[
+        str, typer.Option(help="stdio (for a client that starts it) | http (streamable HTTP)")
+    ] = "stdio",
+    host: Annotated[str, typer.Option(help="http: address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="http: TCP port")] = 8765,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            help="User (name) the requests run as: their collections and memory "
+            "(default: SLEUTH_MCP_USER; none: every collection, like the CLI)"
+        ),
+    ] = None,
+    collection: CollectionOpt = None,
+) -> None:
+    """Serve rag_search, read_section, list_collections and ask as MCP tools; needs the
+    'mcp' extra."""
+    if transport not in ("stdio", "http"):
+        raise _fail(f"--transport must be stdio or http, not '{transport}'", EXIT_USAGE)
+    name = _collection(collection) if collection is not None else None
+    s = _sleuth()
+    try:
+        from sleuth.mcp.server import serve as serve_mcp
+
+        serve_mcp(
+            s,
+            transport,  # type: ignore[arg-type]
+            host=host,
+            port=port,
+            user=user or s.settings.mcp_user,
+            collection=name,
+        )
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        s.close()
+
+
 @app.command("config")
 def show_config() -> None:
     """Print the settings in force (secrets masked); invalid values are marked."""

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "SLEUTH_"
@@ -37,6 +37,10 @@ def display_value(field: str, value: Any) -> str:
     if field in SECRET_FIELDS:
         return "***"
     text = str(value)
+    if field == "mcp_servers":
+        from sleuth.mcp.config import mask_mcp_servers
+
+        return mask_mcp_servers(text)
     return mask_url(text) if field in URL_FIELDS else text
 
 
@@ -132,6 +136,47 @@ class Settings(BaseSettings):
         description="Agent memory: remember each user's completed runs and offer the "
         "recall_similar tool (false: off for every request)",
     )
+    api_host: str = Field(
+        default="127.0.0.1",
+        description="sleuth serve: address to bind (loopback by default; 0.0.0.0 exposes it)",
+    )
+    api_port: int = Field(default=8000, ge=1, le=65535, description="sleuth serve: TCP port")
+    api_run_workers: int = Field(
+        default=8, ge=1, description="HTTP API: agent runs executed at once (others wait)"
+    )
+    api_max_queued_runs: int = Field(
+        default=256,
+        ge=1,
+        description="HTTP API: runs running or waiting at most; a new one beyond answers 429",
+    )
+    upload_max_bytes: int = Field(
+        default=100 * 1024 * 1024,
+        ge=1,
+        description="HTTP API: largest upload request body (all files together), bytes",
+    )
+    upload_max_files: int = Field(
+        default=20, ge=1, description="HTTP API: files per upload request at most"
+    )
+    mcp_servers: str | None = Field(
+        default=None,
+        description="MCP servers whose tools the agent may call: a JSON list, or the path of "
+        "a .json/.toml file (README: MCP); header and env values are masked when printed",
+    )
+    mcp_user: str | None = Field(
+        default=None,
+        description="sleuth mcp: the user (name) its requests run as; default: none (local "
+        "installation, every collection)",
+    )
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _check_mcp_servers(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        from sleuth.mcp.config import parse_mcp_servers
+
+        parse_mcp_servers(value)  # a ValueError names the server and the field
+        return value
 
     @property
     def sqlite_path(self) -> Path:

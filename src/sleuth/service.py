@@ -7,11 +7,12 @@ and the trace metadata. The run is stored in the catalog.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -29,9 +30,12 @@ from sleuth.errors import UserError
 from sleuth.memory import AgentMemory, Memory
 from sleuth.retrieval.search import KnowledgeBase
 from sleuth.retrieval.text import terms
-from sleuth.tools.base import RunContext, ToolRegistry
+from sleuth.tools.base import RunContext, Tool, ToolRegistry
 from sleuth.tools.memory import build_memory_tools
 from sleuth.tools.rag import build_rag_tools
+
+if TYPE_CHECKING:
+    from sleuth.mcp.client import MCPToolbox
 
 AgentMode = Literal["react", "guided"]
 
@@ -102,6 +106,8 @@ class AgentService:
             model wrapped in :class:`~sleuth.agents.llm_reasoner.LLMReasoner`).
         memory: the users' run memory (created over ``kb`` when omitted; used unless
             ``settings.memory`` is false or a request opts out).
+        mcp: the tools of external MCP servers (created from ``settings.mcp_servers`` on
+            first use when omitted; none when no server is configured).
     """
 
     def __init__(
@@ -110,12 +116,16 @@ class AgentService:
         kb: KnowledgeBase | None = None,
         reasoner: Reasoner | None = None,
         memory: AgentMemory | None = None,
+        mcp: MCPToolbox | None = None,
     ) -> None:
         self.settings = settings
         self.kb = kb or KnowledgeBase(settings)
         self._reasoner = reasoner
         self.memory = memory if memory is not None else AgentMemory(self.kb)
         self._graph = build_react_graph()
+        self._mcp = mcp
+        self._mcp_loaded = mcp is not None
+        self._mcp_lock = threading.Lock()
 
     @cached_property
     def reasoner(self) -> Reasoner:
@@ -130,12 +140,39 @@ class AgentService:
 
         return LLMReasoner(model, name=self.settings.llm)
 
+    @property
+    def mcp(self) -> MCPToolbox | None:
+        """The tools of the MCP servers of ``settings.mcp_servers`` (``None``: none configured),
+        created on first use.
+
+        Raises:
+            ConfigError: invalid ``SLEUTH_MCP_SERVERS``, or the ``mcp`` extra is missing.
+        """
+        with self._mcp_lock:
+            if not self._mcp_loaded:
+                if self.settings.mcp_servers:
+                    from sleuth.mcp.client import MCPToolbox
+
+                    self._mcp = MCPToolbox.from_settings(self.settings)
+                self._mcp_loaded = True
+            return self._mcp
+
+    def close(self) -> None:
+        """Close the MCP sessions (stdio servers are stopped), if any were opened."""
+        with self._mcp_lock:
+            toolbox, self._mcp, self._mcp_loaded = self._mcp, None, False
+        if toolbox is not None:
+            toolbox.close()
+
     def tool_registry(self, memory: bool = False) -> ToolRegistry:
         """The tools offered to a run: the built-in knowledge-base tools, plus
-        ``recall_similar`` (the user's past runs) when ``memory`` is true."""
-        tools = build_rag_tools(self.kb)
+        ``recall_similar`` (the user's past runs) when ``memory`` is true, plus the tools of
+        the reachable MCP servers (``<server>__<tool>``)."""
+        tools: list[Tool] = list(build_rag_tools(self.kb))
         if memory:
             tools.extend(build_memory_tools(self.memory))
+        if self.mcp is not None:
+            tools.extend(self.mcp.tools())
         return ToolRegistry(tools)
 
     @cached_property
@@ -216,6 +253,8 @@ class AgentService:
             error=outcome.error,
             memory=memory,
         )
+        if self.mcp is not None:  # servers, their tools, and those unreachable (warnings)
+            trace["mcp"] = self.mcp.status()
         trace.setdefault("timings_ms", {})["total"] = round(
             (time.perf_counter() - started) * 1e3, 1
         )

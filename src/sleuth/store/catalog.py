@@ -1,4 +1,5 @@
-"""The SQL catalog: collections, documents, chunks, references and agent runs.
+"""The SQL catalog: collections (and their owners), documents, chunks, references, agent runs
+and the users of the HTTP API.
 
 The catalog is the source of truth for *what* is indexed (the search index only holds what is
 needed to search). It is a SQLAlchemy 2 database, SQLite in ``settings.data_dir`` by default
@@ -136,6 +137,15 @@ class OutlineEntry(BaseModel):
     position: int
 
 
+class UserInfo(BaseModel):
+    """A user of the HTTP API (never carries the key or its hash)."""
+
+    id: str = Field(description="Stable id, e.g. 'u_3f9c0a1b2c4d5e6f'; runs and memory use it")
+    name: str
+    created_at: datetime
+    disabled: bool = Field(default=False, description="Revoked: the key answers 403")
+
+
 # --------------------------------------------------------------------------------------------
 # ORM tables
 # --------------------------------------------------------------------------------------------
@@ -154,6 +164,43 @@ class _CollectionRow(_Base):
     dim: Mapped[int] = mapped_column(Integer)
     backend: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class _UserRow(_Base):
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    key_hash: Mapped[str] = mapped_column(String(128), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class _CollectionOwnerRow(_Base):
+    """Who owns a collection (a table of its own, so older catalogs gain it unchanged).
+
+    A collection without a row here has no owner: it belongs to the local installation
+    (CLI) and no API user reaches it.
+    """
+
+    __tablename__ = "collection_owners"
+    __table_args__ = (
+        ForeignKeyConstraint(["collection"], ["collections.name"], ondelete="CASCADE"),
+        ForeignKeyConstraint(["user_id"], ["users.id"], ondelete="CASCADE"),
+        Index("ix_collection_owners_user", "user_id"),
+    )
+
+    collection: Mapped[str] = mapped_column(String(255), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(64))
+
+
+def _user_from_row(row: _UserRow) -> UserInfo:
+    return UserInfo(
+        id=row.id,
+        name=row.name,
+        created_at=_aware(row.created_at) or _now(),
+        disabled=row.disabled_at is not None,
+    )
 
 
 class _DocumentRow(_Base):
@@ -500,10 +547,16 @@ class Catalog:
                 return None
             return self._collection_info(session, [row])[0]
 
-    def list_collections(self) -> list[CollectionInfo]:
-        """Every collection, by name, with document and chunk counts."""
+    def list_collections(self, owner: str | None = None) -> list[CollectionInfo]:
+        """Every collection (or those of the user id ``owner``), by name, with document and
+        chunk counts."""
+        stmt = select(_CollectionRow).order_by(_CollectionRow.name)
+        if owner is not None:
+            stmt = stmt.join(
+                _CollectionOwnerRow, _CollectionOwnerRow.collection == _CollectionRow.name
+            ).where(_CollectionOwnerRow.user_id == owner)
         with self._session() as session:
-            rows = list(session.scalars(select(_CollectionRow).order_by(_CollectionRow.name)))
+            rows = list(session.scalars(stmt))
             return self._collection_info(session, rows)
 
     @staticmethod
@@ -549,8 +602,90 @@ class Catalog:
             session.execute(delete(_ReferenceRow).where(_ReferenceRow.collection == name))
             session.execute(delete(_ChunkRow).where(_ChunkRow.collection == name))
             session.execute(delete(_DocumentRow).where(_DocumentRow.collection == name))
+            session.execute(
+                delete(_CollectionOwnerRow).where(_CollectionOwnerRow.collection == name)
+            )
             result = session.execute(delete(_CollectionRow).where(_CollectionRow.name == name))
             return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    def set_collection_owner(self, collection: str, user_id: str | None) -> None:
+        """Give a collection to the user ``user_id`` (``None``: no owner, CLI only).
+
+        Raises:
+            UserError: the collection or the user does not exist.
+        """
+        with self._session() as session, session.begin():
+            if (
+                session.scalar(select(_CollectionRow.id).where(_CollectionRow.name == collection))
+                is None
+            ):
+                raise UserError(f"collection '{collection}' does not exist")
+            if user_id is not None and session.get(_UserRow, user_id) is None:
+                raise UserError(f"no user with id '{user_id}'")
+            row = session.get(_CollectionOwnerRow, collection)
+            if user_id is None:
+                if row is not None:
+                    session.delete(row)
+            elif row is None:
+                session.add(_CollectionOwnerRow(collection=collection, user_id=user_id))
+            else:
+                row.user_id = user_id
+
+    def collection_owner(self, collection: str) -> str | None:
+        """The user id owning ``collection``, or ``None`` (no owner, or no such collection)."""
+        with self._session() as session:
+            row = session.get(_CollectionOwnerRow, collection)
+            return None if row is None else row.user_id
+
+    # ---------------------------------------------------------------- users
+
+    def add_user(self, user_id: str, name: str, key_hash: str) -> UserInfo:
+        """Create a user with the hash of their API key (the key itself is never stored).
+
+        Raises:
+            UserError: a user with this name already exists.
+        """
+        with self._session() as session:
+            try:
+                row = _UserRow(id=user_id, name=name, key_hash=key_hash)
+                session.add(row)
+                session.commit()
+            except IntegrityError as exc:
+                session.rollback()
+                raise UserError(f"a user named '{name}' already exists") from exc
+            return _user_from_row(row)
+
+    def user_key_hash(self, user_id: str) -> tuple[UserInfo, str] | None:
+        """The user with id ``user_id`` and the stored hash of their key, or ``None``."""
+        with self._session() as session:
+            row = session.get(_UserRow, user_id)
+            return None if row is None else (_user_from_row(row), row.key_hash)
+
+    def get_user(self, name: str) -> UserInfo | None:
+        """The user named ``name``, or ``None``."""
+        with self._session() as session:
+            row = session.scalar(select(_UserRow).where(_UserRow.name == name))
+            return None if row is None else _user_from_row(row)
+
+    def list_users(self) -> list[UserInfo]:
+        """Every user, by name."""
+        with self._session() as session:
+            return [
+                _user_from_row(r) for r in session.scalars(select(_UserRow).order_by(_UserRow.name))
+            ]
+
+    def set_user_disabled(self, name: str, disabled: bool = True) -> UserInfo:
+        """Revoke (or restore) a user's API key.
+
+        Raises:
+            UserError: no user named ``name``.
+        """
+        with self._session() as session, session.begin():
+            row = session.scalar(select(_UserRow).where(_UserRow.name == name))
+            if row is None:
+                raise UserError(f"no user named '{name}'")
+            row.disabled_at = (row.disabled_at or _now()) if disabled else None
+            return _user_from_row(row)
 
     # ---------------------------------------------------------------- documents
 

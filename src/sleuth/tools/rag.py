@@ -170,7 +170,11 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
         )
 
     def list_collections(_: NoArgs, ctx: RunContext) -> ToolResult:
-        infos = kb.catalog.list_collections()
+        # a user's run sees only that user's collections (and its own): never another's names
+        infos = kb.catalog.list_collections(owner=ctx.user_id)
+        if ctx.user_id is not None and all(c.name != ctx.collection for c in infos):
+            own = kb.catalog.get_collection(ctx.collection)
+            infos = [*infos, own] if own is not None else infos
         items = [{"name": c.name, "documents": c.n_documents, "chunks": c.n_chunks} for c in infos]
         return ToolResult(
             status=f"{len(items)} collections: " + ", ".join(i["name"] for i in items),

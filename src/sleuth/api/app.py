@@ -1,0 +1,135 @@
+"""``create_app(settings)``: the FastAPI application of sleuth.
+
+Errors are JSON ``{"detail": ...}`` with a status that says whose fault it is: 400 bad input
+the library refused (``UserError``), 401/403 authentication, 404 not found (or not the
+caller's), 409 conflicts, 413 too large, 415 unsupported type, 422 invalid fields (FastAPI's
+list of field errors, plus ``message``: the errors on one line, each naming its field),
+429 too busy. A 500 is a bug: its body names the exception type, the log has the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from sleuth import __version__
+from sleuth.api.collections import collections_router
+from sleuth.api.jobs import JobRegistry
+from sleuth.api.runs import RunRegistry
+from sleuth.api.schemas import Health
+from sleuth.api.search import router as search_router
+from sleuth.api.state import ApiState
+from sleuth.app import Sleuth
+from sleuth.config import Settings
+from sleuth.errors import ConfigError, SleuthError, UserError
+
+logger = logging.getLogger(__name__)
+
+JSON_BODY_LIMIT = 1024 * 1024
+"""Largest JSON request body (bytes); uploads have their own limit."""
+
+DESCRIPTION = """\
+sleuth answers questions over your documents with an agent that searches, reads, follows
+references and cites the sections it used.
+
+**Authentication**: every endpoint but `/health` needs `Authorization: Bearer <key>`; a key
+is made once by `sleuth users create NAME`. A user reaches only their own collections and
+runs: anything else answers 404.
+
+**Streaming**: `POST /agent/search` with `"stream": true` answers 202 at once; the run's
+events arrive on `GET /agent/search/{task_id}/stream` (Server-Sent Events, `id` = seq).
+Reconnect with `Last-Event-ID` to resume. A client that disconnects does not stop the run:
+it finishes and is stored.
+"""
+
+
+def _field(loc: Any) -> str:
+    """``('body', 'query')`` → ``query``; ``('header', 'x')`` → ``header x``."""
+    parts = [str(p) for p in loc]
+    if len(parts) > 1 and parts[0] == "body":
+        parts = parts[1:]
+    elif len(parts) > 1 and parts[0] in ("query", "path", "header", "cookie"):
+        return f"{parts[0]} parameter {'.'.join(parts[1:])}"
+    return ".".join(parts)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        message = "; ".join(f"{_field(e.get('loc', ()))}: {e.get('msg', '')}" for e in errors)
+        return JSONResponse(
+            {"detail": jsonable_encoder(errors), "message": message}, status_code=422
+        )
+
+    @app.exception_handler(SleuthError)
+    async def _sleuth_error(_: Request, exc: SleuthError) -> JSONResponse:
+        status = 409 if isinstance(exc, ConfigError) else 400 if isinstance(exc, UserError) else 500
+        return JSONResponse({"detail": str(exc)}, status_code=status)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unexpected error on %s %s", request.method, request.url.path)
+        return JSONResponse(
+            {"detail": f"internal error ({type(exc).__name__}); see the server log"},
+            status_code=500,
+        )
+
+
+def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None) -> FastAPI:
+    """The HTTP API over one sleuth installation.
+
+    Args:
+        settings: the configuration (``Settings()`` when omitted; ignored with ``sleuth``).
+        sleuth: an installation to serve (tests pass one with a test embedder); it is left
+            open on shutdown. Without it the app opens one from ``settings`` and closes it.
+
+    Returns:
+        The application. Background runs and ingestion jobs stop with its lifespan (the
+        ones running are waited for; queued ones are dropped).
+    """
+    owns = sleuth is None
+    sleuth = sleuth or Sleuth(settings or Settings())
+    s = sleuth.settings
+    state = ApiState(
+        sleuth=sleuth,
+        runs=RunRegistry(sleuth.agent, sleuth.catalog, s.api_run_workers, s.api_max_queued_runs),
+        jobs=JobRegistry(sleuth),
+        owns_sleuth=owns,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        state.close()
+
+    app = FastAPI(
+        title="sleuth",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        max_body_size=JSON_BODY_LIMIT,
+        openapi_tags=[
+            {"name": "agent search", "description": "Ask, stream, read runs"},
+            {"name": "collections", "description": "Collections, documents, ingestion jobs"},
+            {"name": "health", "description": "Liveness"},
+        ],
+    )
+    app.state.sleuth = state
+    _install_error_handlers(app)
+
+    @app.get("/health", tags=["health"], summary="Liveness", response_model=Health)
+    async def health() -> Health:
+        """Answers at once, without authentication, whatever the server is busy with."""
+        return Health(version=__version__)
+
+    app.include_router(search_router)
+    app.include_router(collections_router(s))
+    return app

@@ -1,0 +1,51 @@
+"""What the API's handlers share: the installation, the run and job registries.
+
+One :class:`ApiState` per application (``app.state.sleuth``); :func:`get_state` is the
+dependency that hands it to a handler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import HTTPException, Request
+
+from sleuth.api.jobs import JobRegistry
+from sleuth.api.runs import RunRegistry
+from sleuth.app import Sleuth
+from sleuth.store.catalog import CollectionInfo, UserInfo
+
+
+@dataclass
+class ApiState:
+    """The installation behind the API and its background work."""
+
+    sleuth: Sleuth
+    runs: RunRegistry
+    jobs: JobRegistry
+    owns_sleuth: bool = True
+
+    def collection_of(self, user: UserInfo, name: str) -> CollectionInfo:
+        """The user's collection ``name``.
+
+        Raises:
+            HTTPException: 404 when it does not exist or belongs to someone else (the two
+                are not told apart: another user's collection names stay private).
+        """
+        catalog = self.sleuth.catalog
+        info = catalog.get_collection(name) if catalog.collection_owner(name) == user.id else None
+        if info is None:
+            raise HTTPException(404, f"collection '{name}' not found")
+        return info
+
+    def close(self) -> None:
+        """Stop the background work, then close the installation (if the API opened it)."""
+        self.runs.shutdown()
+        self.jobs.shutdown()
+        if self.owns_sleuth:
+            self.sleuth.close()
+
+
+def get_state(request: Request) -> ApiState:
+    """The application's :class:`ApiState` (a FastAPI dependency)."""
+    return request.app.state.sleuth
