@@ -24,6 +24,7 @@ from httpx_sse import EventSource
 from sleuth.agents.heuristic import HeuristicReasoner
 from sleuth.agents.reasoner import Decision, Reasoner
 from sleuth.api import create_app
+from sleuth.api.app import IngestEmbedder
 from sleuth.api.keys import create_user
 from sleuth.app import Sleuth
 from sleuth.config import Settings
@@ -63,9 +64,13 @@ def make_api(
     reasoner: Reasoner | None = None,
     embedder: Embedder | None = None,
     collection: str = "test",
+    own_ingest_embedder: bool = False,
     **overrides: Any,
 ) -> ApiEnv:
-    """An app over ``collection`` (owned by alice); ``overrides`` are settings fields."""
+    """An app over ``collection`` (owned by alice); ``overrides`` are settings fields.
+
+    ``own_ingest_embedder``: ingestion embeds with an instance of the configured model of its
+    own, as in ``sleuth serve`` (:class:`~sleuth.api.app.IngestEmbedder`)."""
     embedder = embedder or HashingEmbedder()
     settings = Settings(
         data_dir=tmp_path / "data",
@@ -75,7 +80,8 @@ def make_api(
         reflection="heuristic",
         **overrides,
     )
-    sleuth = Sleuth(settings, embedder=embedder, reasoner=reasoner)
+    ingest = IngestEmbedder(settings) if own_ingest_embedder else None
+    sleuth = Sleuth(settings, embedder=embedder, reasoner=reasoner, ingest_embedder=ingest)
     sleuth.pipeline.ingest_documents([make_document(sections or STATUTE_SECTIONS)], collection)
     keys: dict[str, str] = {}
     ids: dict[str, str] = {}
@@ -119,6 +125,8 @@ def sse_events(response: httpx.Response, limit: int | None = None) -> list[dict[
     stops after ``limit`` events when given."""
     out: list[dict[str, Any]] = []
     for sse in EventSource(response).iter_sse():
+        if not sse.data:  # a keep-alive comment (httpx-sse yields it as an empty event)
+            continue
         out.append({"id": sse.id, "event": sse.event, "data": sse.json()})
         if limit is not None and len(out) >= limit:
             break

@@ -166,3 +166,41 @@ def check_runs_round_trip(catalog: Catalog) -> dict[str, Any]:
     with pytest.raises(ValueError, match="task_id"):
         catalog.save_run({"collection": "laws"})
     return run
+
+
+def check_users_and_owners(catalog: Catalog) -> None:
+    """Users, key hashes and collection owners: scenario shared by SQLite and PostgreSQL."""
+    from sleuth.errors import UserError
+
+    alice = catalog.add_user("u_a", "alice", "h" * 64)
+    bob = catalog.add_user("u_b", "bob", "g" * 64)
+    assert alice.name == "alice" and not alice.disabled and alice.created_at.tzinfo is not None
+    with pytest.raises(UserError, match="already exists"):
+        catalog.add_user("u_c", "alice", "f" * 64)
+    assert catalog.user_key_hash("u_a") == (alice, "h" * 64)
+    assert catalog.user_key_hash("u_zz") is None
+    assert [u.name for u in catalog.list_users()] == ["alice", "bob"]
+    for name in ("laws", "notes", "cli"):
+        catalog.ensure_collection(name, "m", 8, "local")
+    catalog.set_collection_owner("laws", alice.id)
+    catalog.set_collection_owner("notes", bob.id)
+    assert catalog.collection_owner("laws") == "u_a" and catalog.collection_owner("cli") is None
+    assert [c.name for c in catalog.list_collections(owner="u_a")] == ["laws"]
+    assert [c.name for c in catalog.list_collections()] == ["cli", "laws", "notes"]
+    catalog.set_collection_owner("notes", alice.id)  # reassigned
+    assert [c.name for c in catalog.list_collections(owner="u_a")] == ["laws", "notes"]
+    catalog.set_collection_owner("notes", None)
+    assert catalog.collection_owner("notes") is None
+    with pytest.raises(UserError, match="does not exist"):
+        catalog.set_collection_owner("nope", alice.id)
+    with pytest.raises(UserError, match="no user"):
+        catalog.set_collection_owner("laws", "u_nobody")
+    assert catalog.delete_collection("laws")
+    assert catalog.collection_owner("laws") is None
+    catalog.ensure_collection("laws", "m", 8, "local")  # a new collection of the same name
+    assert catalog.collection_owner("laws") is None  # does not inherit the old owner
+    assert catalog.set_user_disabled("bob").disabled
+    assert catalog.get_user("bob") == bob.model_copy(update={"disabled": True})
+    assert not catalog.set_user_disabled("bob", False).disabled
+    with pytest.raises(UserError, match="no user named"):
+        catalog.set_user_disabled("nobody")

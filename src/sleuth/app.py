@@ -27,6 +27,9 @@ class Sleuth:
         embedder: overrides the embedding model named by the settings (tests pass
             :class:`~sleuth.retrieval.embeddings.HashingEmbedder`).
         reasoner: overrides the reasoner chosen by ``settings.llm``.
+        ingest_embedder: the embedder of the ingest pipeline, when it must not be the one
+            searches use (the HTTP API gives ingestion an instance of its own, so a query
+            never waits behind an ingestion's embedding batches); default: ``embedder``.
     """
 
     def __init__(
@@ -34,11 +37,13 @@ class Sleuth:
         settings: Settings | None = None,
         embedder: Embedder | None = None,
         reasoner: Reasoner | None = None,
+        ingest_embedder: Embedder | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self._embedder = embedder
         self._reasoner = reasoner
+        self._ingest_embedder = ingest_embedder
 
     @cached_property
     def catalog(self) -> Catalog:
@@ -54,7 +59,10 @@ class Sleuth:
             return self.kb.index(collection)
 
         return IngestPipeline(
-            self.settings, self.catalog, index_opener=shared_index, embedder=self._embedder
+            self.settings,
+            self.catalog,
+            index_opener=shared_index,
+            embedder=self._ingest_embedder or self._embedder,
         )
 
     @cached_property

@@ -211,6 +211,14 @@ def ask(
     if mode not in ("react", "guided"):
         raise _fail(f"--mode must be react or guided, not '{mode}'", EXIT_USAGE)
     _non_empty(question, "question")
+    from sleuth.service import MAX_QUESTION_CHARS
+
+    if len(question) > MAX_QUESTION_CHARS:
+        raise _fail(
+            f"the question is too long: {len(question):,} characters, at most "
+            f"{MAX_QUESTION_CHARS:,}",
+            EXIT_USAGE,
+        )
     name = _collection(collection)
     s = _sleuth()
     _ask(s, question, name, max_iterations, as_json, ascii_only, quiet, mode, not no_memory)
@@ -236,6 +244,9 @@ def _ask(  # type: ignore[no-untyped-def]
         raise _fail(str(exc)) from exc
     finally:
         s.close()
+    if not as_json:  # MCP servers whose tools could not be offered
+        for warning in (response.trace.get("mcp") or {}).get("warnings", []):
+            err.print(Text.assemble(("warning:", "yellow"), " ", warning), soft_wrap=True)
     if as_json:
         typer.echo(response.model_dump_json(indent=2))
     elif quiet:

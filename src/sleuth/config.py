@@ -178,6 +178,12 @@ class Settings(BaseSettings):
         parse_mcp_servers(value)  # a ValueError names the server and the field
         return value
 
+    @field_validator("index_backend", "planner", "reflection", mode="before")
+    @classmethod
+    def _lower_choices(cls, value: object) -> object:
+        """Choices are case-insensitive: ``SLEUTH_REFLECTION=OFF`` is ``off``."""
+        return value.strip().lower() if isinstance(value, str) else value
+
     @property
     def sqlite_path(self) -> Path:
         return self.data_dir / "catalog.sqlite3"

@@ -63,6 +63,8 @@ def _failed(exc: Exception, emitter: EventEmitter) -> _Outcome:
     return _Outcome(answer=answer, status=RunStatus.ERROR, steps=[], error=error)
 
 
+MAX_QUESTION_CHARS = 4000
+"""Longest question accepted (the question analysis is not meant for whole documents)."""
 SIMILAR_QUESTION = 0.5
 """Jaccard overlap of content terms above which a remembered question counts as similar
 (its cited sections are re-read first by the plan)."""
@@ -164,14 +166,14 @@ class AgentService:
         if toolbox is not None:
             toolbox.close()
 
-    def tool_registry(self, memory: bool = False) -> ToolRegistry:
+    def tool_registry(self, memory: bool = False, mcp: bool = True) -> ToolRegistry:
         """The tools offered to a run: the built-in knowledge-base tools, plus
-        ``recall_similar`` (the user's past runs) when ``memory`` is true, plus the tools of
-        the reachable MCP servers (``<server>__<tool>``)."""
+        ``recall_similar`` (the user's past runs) when ``memory`` is true, plus, when ``mcp``
+        is true, the tools of the reachable MCP servers (``<server>__<tool>``)."""
         tools: list[Tool] = list(build_rag_tools(self.kb))
         if memory:
             tools.extend(build_memory_tools(self.memory))
-        if self.mcp is not None:
+        if mcp and self.mcp is not None:
             tools.extend(self.mcp.tools())
         return ToolRegistry(tools)
 
@@ -214,10 +216,16 @@ class AgentService:
         ``settings.strict_grounding``) drops sentences left without a supporting citation.
 
         Raises:
-            UserError: empty question, unknown mode or unknown collection (before any event).
+            UserError: empty or too long question (over :data:`MAX_QUESTION_CHARS`), unknown
+                mode or unknown collection (before any event).
         """
         if not query.strip():
             raise UserError("the question is empty")
+        if len(query) > MAX_QUESTION_CHARS:
+            raise UserError(
+                f"the question is too long: {len(query):,} characters, at most "
+                f"{MAX_QUESTION_CHARS:,}; ask about one thing at a time"
+            )
         if mode not in ("react", "guided"):
             raise UserError(f"unknown mode '{mode}': use 'react' or 'guided'")
         collection = collection or self.settings.default_collection
@@ -226,7 +234,10 @@ class AgentService:
         emitter = EventEmitter(task_id, sinks)
         ctx = RunContext(collection=collection, user_id=user_id)
         use_memory = use_memory and self.settings.memory
-        tools = self.tool_registry(memory=use_memory)
+        # MCP tools: for a model choosing tools in the ReAct loop (the heuristic reasoner and
+        # the guided runtime use the built-in tools only, so no server is contacted for them)
+        use_mcp = mode == "react" and getattr(self.reasoner, "model", None) is not None
+        tools = self.tool_registry(memory=use_memory, mcp=use_mcp)
         started = time.perf_counter()
         deadline = time.monotonic() + (timeout_s or self.settings.run_timeout_s)
         memory, recalled = self._recall(query.strip(), collection, user_id, use_memory)
@@ -253,7 +264,7 @@ class AgentService:
             error=outcome.error,
             memory=memory,
         )
-        if self.mcp is not None:  # servers, their tools, and those unreachable (warnings)
+        if use_mcp and self.mcp is not None:  # servers, their tools, unreachable ones
             trace["mcp"] = self.mcp.status()
         trace.setdefault("timings_ms", {})["total"] = round(
             (time.perf_counter() - started) * 1e3, 1
@@ -336,7 +347,12 @@ class AgentService:
                 "crag": [],
                 "complementary": [],
                 "compression": {"applied": False},
-                "planning": dict(runtime.planning),
+                "planning": {
+                    **runtime.planning,
+                    "path": "heuristic"
+                    if runtime.planner is not None and runtime.planner.model is None
+                    else runtime.planning.get("path"),
+                },
                 "reflection": list(runtime.reflections),
             },
             tool_trace=runtime.tool_trace,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from anyascii import anyascii
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -48,7 +49,8 @@ class TraceRenderer:
         )  # fmt: skip
 
     def _text(self, text: str) -> str:
-        return text.encode("ascii", "replace").decode("ascii") if self.ascii else text
+        """``text``, transliterated to ASCII with ``--ascii`` (’ → ', — → -, ā → a)."""
+        return anyascii(text) if self.ascii else text
 
     def _print(self, markup: str) -> None:
         self.console.print(self._text(markup), soft_wrap=False)

@@ -33,7 +33,13 @@ from sleuth.retrieval.search import KnowledgeBase
 from sleuth.service import AgentService
 from sleuth.store.catalog import Catalog, DocumentInfo
 from sleuth.types import Chunk, Reference
-from tests.helpers import STATUTE_SECTIONS, check_runs_round_trip, make_chunks, make_document
+from tests.helpers import (
+    STATUTE_SECTIONS,
+    check_runs_round_trip,
+    check_users_and_owners,
+    make_chunks,
+    make_document,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -310,6 +316,10 @@ def test_runs_round_trip_on_postgresql(catalog: Catalog) -> None:
         assert other.get_run("t1") == run
     finally:
         other.close()
+
+
+def test_users_and_collection_owners_on_postgresql(catalog: Catalog) -> None:
+    check_users_and_owners(catalog)
 
 
 def test_ingest_and_agent_run_with_the_catalog_on_postgresql(

@@ -17,6 +17,7 @@ from sleuth.agents.events import AgentEventAdapter, DoneEvent, ThinkEvent
 from sleuth.api.keys import authenticate, create_user, hash_api_key
 from sleuth.api.runs import RunBuffer
 from sleuth.api.uploads import UploadRejected, check_type, safe_file_name
+from sleuth.tools.base import RunContext
 from tests.api_helpers import ApiEnv, make_api, sse_events
 
 MURDER = "What is the punishment for murder?"
@@ -263,13 +264,14 @@ def test_memory_and_agent_tools_stay_within_the_user(client: TestClient, env: Ap
     assert first["trace"]["memory"]["stored"] is True
     again = _search(client, env, use_memory=True).json()
     assert first["task_id"] in again["trace"]["memory"]["recalled"]
-    tools = env.sleuth.agent.tool_registry()
-    from sleuth.tools.base import RunContext
-
-    listed = tools.call(
-        "list_collections", {}, RunContext(collection="test", user_id=env.user_ids["alice"])
-    )
-    assert [c["name"] for c in listed.payload["collections"]] == ["test"]
+    tool = env.sleuth.agent.tool_registry().get("list_collections")
+    assert tool is not None
+    for user, expected in (("alice", ["test"]), ("bob", ["bobs", "test"])):
+        ctx = RunContext(collection="test", user_id=env.user_ids[user])
+        listed = tool.invoke({}, ctx).payload["collections"]
+        assert [c["name"] for c in listed] == expected  # own ones, and the run's own
+    everything = tool.invoke({}, RunContext(collection="test")).payload["collections"]
+    assert [c["name"] for c in everything] == ["bobs", "test"]  # the CLI sees all
 
 
 # ----------------------------------------------------------------------------- collections
@@ -320,12 +322,10 @@ def test_upload_ingests_in_the_background_with_progress(client: TestClient, env:
     ]
     r = client.post(
         "/agent/search",
-        json={"query": "Which animal purrs?", "collection": "notes", "use_memory": False},
+        json={"query": "What do cats chase?", "collection": "notes", "use_memory": False},
         headers=h,
     )
-    assert "cats" in {c["source_id"].split("_")[0].lower() for c in r.json()["citations"]} or (
-        "purr" in r.json()["answer"]
-    )
+    assert r.json()["citations"][0]["text"] == "Cats purr and chase mice."
     uploaded = env.sleuth.settings.data_dir / "uploads" / "notes" / "cats.md"
     assert uploaded.is_file()
     assert client.delete("/collections/notes/documents/cats", headers=h).status_code == 204
@@ -348,7 +348,6 @@ def _docx() -> bytes:
         ([("files", ("../../etc/passwd.txt", b"x"))], 422, "directory part"),
         ([("files", ("..\\evil.md", b"x"))], 422, "directory part"),
         ([("files", (".env.md", b"x"))], 422, "must not start with '.'"),
-        ([("files", ("a\x01b.md", b"x"))], 422, "control characters"),
         ([("files", ("x" * 130 + ".md", b"x"))], 422, "longer than"),
         ([("files", ("run.exe", b"MZ"))], 415, "unsupported file type '.exe'"),
         ([("files", ("noext", b"hello"))], 415, "unsupported file type '(none)'"),
@@ -430,7 +429,9 @@ def test_safe_file_names(raw: str, expected: str) -> None:
     assert safe_file_name(raw, "f") == expected
 
 
-@pytest.mark.parametrize("raw", [None, "", " ", "..", "/etc/x.md", "a/../b.md", "C:\\x.md"])
+@pytest.mark.parametrize(
+    "raw", [None, "", " ", "..", "/etc/x.md", "a/../b.md", "C:\\x.md", "a\x01b.md", ".env"]
+)
 def test_unsafe_file_names(raw: str | None) -> None:
     with pytest.raises(UploadRejected) as info:
         safe_file_name(raw, "files[0]")

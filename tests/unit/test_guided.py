@@ -671,3 +671,14 @@ def test_skip_paths_answer_without_retrieval(
     if plan["skip_retrieval"] == "llm_only":
         assert result.answer.answer_text == "Hello! Ask me about the statutes."
     assert [e.type for e in events].count("answer") == 1
+
+
+def test_are_x_and_y_both_questions_split_into_well_formed_parts() -> None:
+    from sleuth.agents.guided.agents import split_question
+
+    parts, _ = split_question("Are Christopher Nolan and Sathish Kalathil both film directors?")
+    assert parts == [
+        "Are Christopher Nolan film directors?",
+        "Are Sathish Kalathil film directors?",
+    ]
+    assert is_multi_part("Were Oberon and Titania both moons of Uranus?")

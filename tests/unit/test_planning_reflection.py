@@ -102,7 +102,7 @@ def test_react_run_plans_first_and_replans_when_the_search_finds_nothing(tmp_pat
     trace = response.trace
     assert trace["planner_path"][:3] == ["observe", "plan", "think"]
     planning = trace["agentic"]["planning"]
-    assert planning["path"] == "fallback" and planning["plan"][0]["action"] == "search"
+    assert planning["path"] == "heuristic" and planning["plan"][0]["action"] == "search"
     assert 1 <= len(planning["replans"]) <= MAX_REPLANS
     assert "found nothing related" in planning["replans"][0]["reason"]
     thoughts = [s.content for s in response.reasoning_steps if s.step_type == "think"]
@@ -222,7 +222,7 @@ def test_reflection_revises_an_incomplete_answer_once(tmp_path) -> None:
     reflections = response.trace["agentic"]["reflection"]
     assert len(reflections) == 1 and reflections[0]["needs_revision"]
     assert reflections[0]["revision_query"] == "theft"
-    assert response.trace["planner_path"].count("reflect") == 2  # the second only passes
+    assert response.trace["planner_path"].count("reflect") == 1  # no second critique
     # the model got the critique as the answer to its final_answer call
     critique_turn = model.calls[2][-1]
     assert "Critique of the draft" in str(critique_turn.content)
@@ -235,6 +235,7 @@ def test_reflection_off_skips_the_critique(tmp_path) -> None:
     service.settings.reflection = "off"
     response = service.execute_agentic_search(TWO_PART, "test", use_memory=False)
     assert response.trace["agentic"]["reflection"] == []
+    assert "reflect" not in response.trace["planner_path"]
 
 
 def test_guided_mode_rereads_what_a_similar_earlier_question_cited(tmp_path) -> None:
@@ -259,3 +260,28 @@ def test_every_run_carries_the_trace_metadata(tmp_path, mode: str) -> None:
     assert {"crag", "complementary", "compression"} <= set(trace["agentic"])
     assert trace["timings_ms"]["total"] > 0 and "token_usage" in trace
     assert trace["planner_runtime"] == "heuristic"
+
+
+def test_a_run_stopped_by_a_limit_does_not_blame_the_knowledge_base(tmp_path) -> None:
+    service = make_service(tmp_path)
+    response = service.execute_agentic_search(MURDER, "test", timeout_s=1e-9, use_memory=False)
+    assert response.status == "timeout" and response.answer.is_insufficient_context
+    assert "SLEUTH_RUN_TIMEOUT_S" in response.answer.answer_text
+    assert "does not contain" not in response.answer.answer_text
+
+
+def test_questions_naming_a_section_id_are_answered_in_guided_mode(tmp_path) -> None:
+    service = make_service(tmp_path)
+    for question in ("What does BNS_S103 provide?", "[BNS_S103]"):
+        response = service.execute_agentic_search(question, "test", mode="guided")
+        assert response.status == "completed", question
+        assert response.answer.citations[0].source_id == "BNS_S103", question
+
+
+def test_a_too_long_question_is_refused_before_the_run(tmp_path) -> None:
+    from sleuth.errors import UserError
+    from sleuth.service import MAX_QUESTION_CHARS
+
+    service = make_service(tmp_path)
+    with pytest.raises(UserError, match="too long"):
+        service.execute_agentic_search("murder " * MAX_QUESTION_CHARS, "test")

@@ -12,6 +12,11 @@ from sleuth.agents.support import SupportChecker
 from sleuth.tools.base import RunContext
 
 UNCITED = "the answer cited no section retrieved in this run"
+STOPPED = {
+    RunStatus.TIMEOUT: "the run's time limit, SLEUTH_RUN_TIMEOUT_S, was reached",
+    RunStatus.MAX_ITERATIONS: "the tool-round limit, SLEUTH_MAX_ITERATIONS, was reached",
+    RunStatus.REPEATED_ACTION: "the agent repeated the same tool call",
+}
 
 
 @dataclass
@@ -66,7 +71,9 @@ def finish_answer(
        extractive answer from the evidence (cited, or honestly insufficient): every answer
        must rest on retrieved sections — unless ``require_citations`` is false (a
        conversational reply the planner routed past retrieval).
-    3. When the run failed (``error``) and the evidence does not answer, the answer says so.
+    3. When the run failed (``error``) or was stopped by a limit (timeout, iterations,
+       repeats) and the evidence does not answer, the answer says so — not that the knowledge
+       base lacks the answer.
     4. Status: ``stop_status`` when the loop was stopped, else ``insufficient_context`` or
        ``completed``.
     """
@@ -91,6 +98,13 @@ def finish_answer(
             f"The run stopped because {error}; the evidence retrieved before that does not "
             "answer the question."
         )
+    elif stop_status in STOPPED and answer.is_insufficient_context:
+        # not "the knowledge base lacks it": the run ended before it could tell
+        answer.answer_text = (
+            f"The run stopped early ({STOPPED[stop_status]}) before the evidence answered the "
+            "question; the knowledge base may still hold the answer. "
+            + (f"Sections found so far: {', '.join(ctx.retrieved)}." if ctx.retrieved else "")
+        ).strip()
     if stop_status is not None:
         status = stop_status
     elif answer.is_insufficient_context:

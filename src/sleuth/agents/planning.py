@@ -21,7 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, field_validator
 
-from sleuth.agents.guided.agents import split_question
+from sleuth.agents.guided.agents import missing_words, split_question
 from sleuth.agents.guided.structured import StructuredResult, call_structured
 from sleuth.ingest.references import extract_references
 from sleuth.prompts import load_prompt
@@ -157,8 +157,8 @@ def contradiction(
 
 def heuristic_replan(question: str, plan: ReactPlan, reason: str, ctx: RunContext) -> ReactPlan:
     """Drop the failed steps and search again with the question's terms not yet found."""
-    found = {t for chunks in ctx.retrieved.values() for c in chunks for t in terms(c.text)}
-    missing = [w for w in dict.fromkeys(terms(question)) if w not in found]
+    found = " ".join(c.text for chunks in ctx.retrieved.values() for c in chunks)
+    missing = missing_words(question, found)  # as written, not stemmed
     tried = {" ".join(q.lower().split()) for q in ctx.searches}
     candidates = [" ".join(missing), key_phrase(question), question.strip()]
     query = next((q for q in candidates if q and " ".join(q.lower().split()) not in tried), "")

@@ -159,6 +159,8 @@ def plan(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     rt = _runtime(config)
     rt.path.append("plan")
     assert rt.planner is not None
+    if time.monotonic() > rt.deadline:
+        return {}  # think stops the run with status timeout
     started = time.perf_counter()
     result = rt.planner.plan(
         state.original_query, rt.tools.names, rt.recalled, usage=rt.ctx.add_usage
@@ -169,7 +171,7 @@ def plan(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         plan=[s.model_dump() for s in new.steps],
         rationale=new.rationale,
         path=result.path,
-        recalled_sections=[sid for run in rt.recalled for sid in run],
+        recalled_sections=list(dict.fromkeys(sid for run in rt.recalled for sid in run)),
     )
     thought = f"Plan ({new.rationale}): {new.render()}." if new.rationale else new.render()
     rt.emitter.emit(ThinkEvent(content=thought, iteration=state.iteration_count))
@@ -341,7 +343,6 @@ def act(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
 def reflect(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     """Critique the draft against its evidence; one revision round when it finds a gap."""
     rt = _runtime(config)
-    rt.path.append("reflect")
     draft = state.draft
     if (
         not rt.reflection
@@ -352,6 +353,7 @@ def reflect(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         or time.monotonic() > rt.deadline
     ):
         return {}
+    rt.path.append("reflect")
     started = time.perf_counter()
     result = critique_draft(
         state.original_query,

@@ -10,10 +10,12 @@ list of field errors, plus ``message``: the errors on one line, each naming its 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -29,6 +31,7 @@ from sleuth.api.state import ApiState
 from sleuth.app import Sleuth
 from sleuth.config import Settings
 from sleuth.errors import ConfigError, SleuthError, UserError
+from sleuth.retrieval.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +86,39 @@ def _install_error_handlers(app: FastAPI) -> None:
         )
 
 
+class IngestEmbedder:
+    """The configured embedding model in an instance of its own, loaded on first use.
+
+    The ingestion worker embeds with it, searches with the shared instance: that instance
+    serialises its callers, and a query waiting behind an ingestion's batches would wait
+    for the whole ingestion (measured: a 800-chunk PDF held a query for 30 s). Costs one
+    more copy of the model in memory (~90 MB for all-MiniLM-L6-v2) once something is
+    uploaded.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._model: Embedder | None = None
+        self._lock = threading.Lock()
+        self.name = settings.embedding_model.removeprefix("sentence-transformers/")
+
+    def _load(self) -> Embedder:
+        with self._lock:
+            if self._model is None:
+                from sleuth.retrieval.embeddings import SentenceTransformerEmbedder
+
+                s = self._settings
+                self._model = SentenceTransformerEmbedder(s.embedding_model, s.embedding_batch_size)
+            return self._model
+
+    @property
+    def dim(self) -> int:
+        return self._load().dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._load().embed(texts)
+
+
 def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None) -> FastAPI:
     """The HTTP API over one sleuth installation.
 
@@ -96,7 +132,9 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
         ones running are waited for; queued ones are dropped).
     """
     owns = sleuth is None
-    sleuth = sleuth or Sleuth(settings or Settings())
+    if sleuth is None:
+        settings = settings or Settings()
+        sleuth = Sleuth(settings, ingest_embedder=IngestEmbedder(settings))
     s = sleuth.settings
     state = ApiState(
         sleuth=sleuth,

@@ -16,10 +16,12 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Message
 
 from sleuth.api.auth import CurrentUser, State
+from sleuth.api.jobs import IngestJob
 from sleuth.api.schemas import (
     COLLECTION_NAME,
     CollectionCreate,
@@ -60,13 +62,13 @@ def _busy(state: ApiState, name: str) -> None:
 
 def _create(state: ApiState, user: UserInfo, name: str) -> CollectionOut:
     catalog = state.sleuth.catalog
+    embedder = state.sleuth.kb.embedder  # loaded (once) before the lock is taken
+    backend = state.sleuth.settings.index_backend
     with state.jobs.lock:
         if catalog.get_collection(name) is not None:
             raise HTTPException(
                 409, f"a collection named '{name}' already exists; choose another name"
             )
-        embedder = state.sleuth.kb.embedder
-        backend = state.sleuth.settings.index_backend
         catalog.ensure_collection(name, embedder.name, embedder.dim, backend)
         catalog.set_collection_owner(name, user.id)
         info = catalog.get_collection(name)
@@ -93,6 +95,14 @@ def _delete_document(state: ApiState, user: UserInfo, name: str, doc_id: str) ->
         uploaded = Path(doc.path)
         if uploaded.parent == state.jobs.uploads / name:
             uploaded.unlink(missing_ok=True)
+
+
+def _submit(
+    state: ApiState, user: UserInfo, name: str, job_id: str, staged: dict[str, Path]
+) -> IngestJob:
+    with state.jobs.lock:
+        state.collection_of(user, name)  # not deleted while the files were written
+        return state.jobs.submit(job_id, user.id, name, staged)
 
 
 def _stage(files: list[tuple[str, UploadFile]], folder: Path) -> dict[str, Path]:
@@ -129,6 +139,48 @@ def _check_uploads(form_files: list[Any], max_files: int) -> list[tuple[str, Upl
         check_type(name, head, label)
         checked.append((name, item))
     return checked
+
+
+UNLIMITED = 1 << 62
+"""The framework's own body limit on the upload route: off (the route counts itself)."""
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_form(request: Request, limit: int, max_files: int) -> FormData:
+    """The multipart form of an upload, read with a limit of ``limit`` body bytes.
+
+    Raises:
+        HTTPException: 413 (a declared or actual body over the limit) or 400 (a form that
+            cannot be parsed, or too many parts).
+    """
+    too_large = HTTPException(
+        413, f"the upload is larger than SLEUTH_UPLOAD_MAX_BYTES={limit} bytes"
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    received = 0
+
+    async def receive() -> Message:
+        nonlocal received
+        message = await request.receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > limit:
+                raise _TooLarge
+        return message
+
+    try:
+        return await Request(request.scope, receive).form(
+            max_files=max_files + 1, max_fields=max_files + 10
+        )
+    except _TooLarge as exc:
+        raise too_large from exc
+    except StarletteHTTPException as exc:
+        raise HTTPException(exc.status_code, f"files: {exc.detail}") from exc
 
 
 def collections_router(settings: Settings) -> APIRouter:
@@ -220,7 +272,7 @@ def collections_router(settings: Settings) -> APIRouter:
         "document ingested from it.",
         status_code=202,
         response_model=JobOut,
-        max_body_size=max_body,
+        max_body_size=UNLIMITED,  # counted by _read_form, which answers a JSON 413
         responses={
             **_AUTH,
             **_404,
@@ -254,15 +306,7 @@ def collections_router(settings: Settings) -> APIRouter:
         name: CollectionName, request: Request, user: CurrentUser, state: State
     ) -> JSONResponse:
         await run_in_threadpool(state.collection_of, user, name)
-        try:
-            form = await request.form(max_files=max_files + 1, max_fields=max_files + 10)
-        except StarletteHTTPException as exc:
-            if exc.status_code == 413:
-                raise HTTPException(
-                    413,
-                    f"the upload is larger than SLEUTH_UPLOAD_MAX_BYTES={max_body} bytes",
-                ) from exc
-            raise HTTPException(exc.status_code, f"files: {exc.detail}") from exc
+        form = await _read_form(request, max_body, max_files)
         try:
             try:
                 files = await run_in_threadpool(_check_uploads, form.getlist("files"), max_files)
@@ -271,9 +315,7 @@ def collections_router(settings: Settings) -> APIRouter:
             job_id, folder = state.jobs.staging_dir()
             try:
                 staged = await run_in_threadpool(_stage, files, folder)
-                with state.jobs.lock:
-                    state.collection_of(user, name)  # not deleted meanwhile
-                    job = state.jobs.submit(job_id, user.id, name, staged)
+                job = await run_in_threadpool(_submit, state, user, name, job_id, staged)
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise

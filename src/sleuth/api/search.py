@@ -194,6 +194,8 @@ async def _live(buffer: RunBuffer, after: int) -> AsyncIterator[ServerSentEvent]
             if event.type in TERMINAL:
                 return
         if not batch:
+            if buffer.terminated and last >= buffer.last_seq:  # resumed after the end
+                return
             await buffer.wait_after(last, PING_S)
 
 

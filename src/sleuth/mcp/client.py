@@ -58,7 +58,8 @@ log = logging.getLogger(__name__)
 PURPOSE = "Calling tools of MCP servers (SLEUTH_MCP_SERVERS)"
 DESCRIPTION_CHARS = 1024
 STATUS_CHARS = 200
-CLOSE_TIMEOUT_S = 5.0
+CLOSE_TIMEOUT_S = 8.0
+"""A stdio server gets 2 s to exit after its stdin closes, then 2 s after SIGTERM."""
 
 
 class _Arguments(BaseModel):
@@ -308,7 +309,16 @@ class _Connection:
             async with AsyncExitStack() as stack:
                 read, write = await self._transport(stack)
                 session = await stack.enter_async_context(ClientSession(read, write))
-                await session.initialize()
+                # the handshake races close(): leaving the contexts normally (not by
+                # cancelling this task) lets the transport stop a stdio server cleanly
+                handshake = asyncio.ensure_future(session.initialize())
+                closing = asyncio.ensure_future(self.closing.wait())
+                await asyncio.wait({handshake, closing}, return_when=asyncio.FIRST_COMPLETED)
+                closing.cancel()
+                if not handshake.done():
+                    handshake.cancel()
+                    return
+                handshake.result()
                 self.session = session
                 self.ready.set()
                 await self.closing.wait()
@@ -319,6 +329,7 @@ class _Connection:
             self.ready.set()
 
     async def close(self) -> None:
+        """Leave the session (a stdio server is stopped)."""
         self.closing.set()
         try:
             await asyncio.wait_for(asyncio.shield(self.task), CLOSE_TIMEOUT_S)
@@ -338,6 +349,20 @@ class _Server:
         self.down_until = 0.0
         self.error: str | None = None
         self.discovery_error: str | None = None
+        self.closing: set[asyncio.Task[None]] = set()
+
+    def drop(self, conn: _Connection) -> None:
+        """Close ``conn`` in the background (awaited by :meth:`close_all`)."""
+        task = asyncio.get_running_loop().create_task(conn.close())
+        self.closing.add(task)
+        task.add_done_callback(self.closing.discard)
+
+    async def close_all(self) -> None:
+        """Close the connection and wait for those still closing."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            self.drop(conn)
+        await asyncio.gather(*list(self.closing), return_exceptions=True)
 
     def down(self, reason: str) -> None:
         """Count the server as down for ``retry_after_s``; its connection is dropped."""
@@ -345,7 +370,7 @@ class _Server:
         self.down_until = time.monotonic() + self.spec.retry_after_s
         conn, self.conn = self.conn, None
         if conn is not None:
-            asyncio.get_running_loop().create_task(conn.close())
+            self.drop(conn)
 
     async def connected(self) -> _Connection:
         if self.lock is None:
@@ -358,8 +383,8 @@ class _Server:
                 raise _Unavailable(
                     f"is down ({self.error}); it is retried in {wait:.0f} s", already_down=True
                 )
-            if self.conn is not None:
-                await self.conn.close()
+            if self.conn is not None:  # broken since its last use
+                self.drop(self.conn)
                 self.conn = None
             try:
                 spec = self.spec.expanded()
@@ -369,7 +394,7 @@ class _Server:
             try:
                 await asyncio.wait_for(conn.ready.wait(), spec.connect_timeout_s)
             except TimeoutError:
-                await conn.close()
+                self.drop(conn)
                 raise _Unavailable(
                     f"could not connect: no answer within {_seconds(spec.connect_timeout_s)}"
                 ) from None
@@ -397,6 +422,9 @@ class MCPToolbox:
 
     def __init__(self, specs: Sequence[MCPServerSpec], log_dir: Path | None = None) -> None:
         require("mcp", "mcp", PURPOSE)
+        sdk_log = logging.getLogger("mcp.client")
+        if sdk_log.level == logging.NOTSET:  # its transport errors reach the run as results
+            sdk_log.setLevel(logging.CRITICAL)
         self.specs = list(specs)
         self._servers = {
             s.name: _Server(s, log_dir / f"mcp-{s.name}.log" if log_dir else None)
@@ -453,10 +481,7 @@ class MCPToolbox:
         loop, thread = held
 
         async def close_all() -> None:
-            conns = [s.conn for s in servers.values() if s.conn is not None]
-            for s in servers.values():
-                s.conn = None
-            await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+            await asyncio.gather(*(s.close_all() for s in servers.values()))
 
         if loop.is_running():
             try:
@@ -465,6 +490,8 @@ class MCPToolbox:
                 log.debug("closing MCP sessions failed", exc_info=True)
             loop.call_soon_threadsafe(loop.stop)
             thread.join(CLOSE_TIMEOUT_S)
+        if not loop.is_running():
+            loop.close()
 
     def close(self) -> None:
         """Close every session (stdio servers are stopped) and the loop thread."""
@@ -531,11 +558,12 @@ class MCPToolbox:
         await asyncio.gather(*(self._discover(s) for s in servers))
 
     def tools(self) -> list[MCPTool]:
-        """The tools of every server discovered so far.
+        """The tools to offer a run: those of the servers discovered and not down.
 
         Servers not discovered yet (never, or down at their last attempt and past
         ``retry_after_s`` since) are tried now, concurrently, each within its
-        ``connect_timeout_s``. Never raises for an unreachable server.
+        ``connect_timeout_s``. A server that failed less than ``retry_after_s`` ago is left
+        out until then. Never raises for an unreachable server.
         """
         now = time.monotonic()
         pending = [s for s in self._servers.values() if s.tools is None and now >= s.down_until]
@@ -548,7 +576,8 @@ class MCPToolbox:
                     if s.tools is None and s.down_until <= now:
                         s.discovery_error = s.error = f"discovery timed out after {limit:g} s"
                         s.down_until = time.monotonic() + s.spec.retry_after_s
-        return [t for s in self._servers.values() for t in (s.tools or [])]
+        now = time.monotonic()
+        return [t for s in self._servers.values() if now >= s.down_until for t in (s.tools or [])]
 
     def status(self) -> dict[str, Any]:
         """Per server: transport, ``status`` (``ok``, ``down`` or ``unavailable`` — never

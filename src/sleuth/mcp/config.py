@@ -54,7 +54,8 @@ class MCPServerSpec(BaseModel):
     command: str | None = Field(default=None, description="stdio: the program to start")
     args: list[str] = Field(default_factory=list, description="stdio: its arguments")
     env: dict[str, str] = Field(
-        default_factory=dict, description="stdio: variables added to the inherited environment"
+        default_factory=dict,
+        description="stdio: variables added to the SDK's minimal environment (PATH, HOME...)",
     )
     cwd: str | None = Field(default=None, description="stdio: working directory")
     url: str | None = Field(default=None, description="http: the MCP endpoint, e.g. .../mcp")

@@ -212,7 +212,13 @@ def adapt_schema(schema: dict[str, Any] | None) -> AdaptedSchema:
         adapted["type"] = "object"
     if not isinstance(adapted.get("properties"), dict):
         adapted["properties"] = {}
-    properties = root.get("properties") if isinstance(root.get("properties"), dict) else {}
+    top: Any = root
+    for _ in range(MAX_DEPTH):  # a recursive model's schema is a reference to its $defs entry
+        if not (isinstance(top, dict) and isinstance(top.get("$ref"), str)):
+            break
+        top = _resolve_pointer(root, top["$ref"])
+    properties = top.get("properties") if isinstance(top, dict) else None
+    properties = properties if isinstance(properties, dict) else {}
     required = list(adapted.get("required") or [])
     nullable = tuple(
         name

@@ -78,6 +78,10 @@ QUESTION_WORDS = frozenset(
         "file",
         "consequence",
         "consequences",
+        # quantifiers that frame a comparison ("are X and Y both ...?")
+        "both",
+        "either",
+        "neither",
     ]
 )
 STOPWORDS = frozenset(STOPWORDS_EN) | QUESTION_WORDS

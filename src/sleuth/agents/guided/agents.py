@@ -46,7 +46,7 @@ from sleuth.agents.guided.schemas import (
     Verdict,
 )
 from sleuth.agents.guided.structured import StructuredResult, call_structured
-from sleuth.ingest.references import extract_references
+from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.text import STOPWORDS, key_phrase, sentences, terms, words
 
@@ -76,6 +76,11 @@ _BETWEEN = re.compile(r"\bbetween\s+(.+?)\s+and\s+(.+?)\s*[?.!]*$", re.I)
 _COMPARE = re.compile(r"\bcompare\s+(.+?)\s+(?:and|with|to)\s+(.+?)\s*[?.!]*$", re.I)
 _VERSUS = re.compile(r"([^,:;]+?)\s+(?:vs\.?|versus)\s+(.+?)\s*[?.!]*$", re.I)
 _BOTH = re.compile(r"^(.*?)\bboth\s+(.+?)\s+and\s+(.+?)\s*[?.!]*$", re.I)
+_AND_BOTH = re.compile(
+    r"^(are|were|is|was|do|did|does|have|has|had|can|could|will|would)\s+(.+?)\s+and\s+"
+    r"(.+?)\s+both\s+(.+?)\s*[?.!]*$",
+    re.I,
+)
 _WHICH_OR = re.compile(r"^(.*?\bwhich\b.*?)[,:]\s*(.+?)\s+or\s+(.+?)\s*[?.!]*$", re.I)
 _COMPARISON_CUE = re.compile(
     r"\b(differences?|differ|distinguish|compare|comparison|versus|vs\.?)\b", re.I
@@ -138,9 +143,12 @@ def _content_terms(text: str) -> set[str]:
 
 
 def question_terms(question: str) -> set[str]:
-    """The question's content terms, minus :data:`STYLE_WORDS` ("in simple terms")."""
+    """The question's content terms, minus :data:`STYLE_WORDS` ("in simple terms") and the
+    citation ids it types as is ("BNS_S103": the explicit-reference lookup retrieves that
+    section; no section's text contains its own id)."""
     style = {t for w in STYLE_WORDS for t in terms(w)}
-    return _content_terms(question) - style
+    ids = {t for token in SOURCE_ID_TOKEN.findall(question) for t in terms(token)}
+    return _content_terms(question) - style - ids
 
 
 def format_evidence(evidence: Sequence[EvidenceSection], chars: int = EVIDENCE_CHARS) -> str:
@@ -242,7 +250,12 @@ def is_multi_part(question: str) -> bool:
     """
     if question.count("?") >= 2 or _AND_QUESTION.search(question):
         return True
-    if _COMPARISON_CUE.search(question) or _BOTH.search(question) or _WHICH_OR.search(question):
+    if (
+        _COMPARISON_CUE.search(question)
+        or _BOTH.search(question)
+        or _AND_BOTH.search(question)
+        or _WHICH_OR.search(question)
+    ):
         return True
     return not extract_references(question) and _split_and(question) is not None
 
@@ -284,10 +297,14 @@ def plan_question(
 
 
 def missing_words(question: str, evidence_text: str) -> list[str]:
-    """The question's content words (as written) whose stems the evidence lacks, in order."""
+    """The question's content words (as written) whose stems the evidence lacks, in order
+    (citation ids typed as is, "BNS_S103", excepted: see :func:`question_terms`)."""
     have = _content_terms(evidence_text)
     missing: list[str] = []
+    ids = {w.lower() for w in SOURCE_ID_TOKEN.findall(question)}
     for word in words(question):
+        if word in ids:
+            continue
         if word in STOPWORDS or word in STYLE_WORDS or len(word) < 2 or word in missing:
             continue
         stems = terms(word)
@@ -495,6 +512,12 @@ def split_question(question: str) -> tuple[list[str], str]:
         a = re.sub(rf"^(?:(?:{_QUESTION_WORDS})\s+)+", "", match.group(1).strip(), flags=re.I)
         b = match.group(2)
         return [_sentence(f"What is {a}"), _sentence(f"What is {b}")], f"Compare {a} and {b}."
+    match = _AND_BOTH.search(q)
+    if match:  # "Are A and B both film directors?" → "Are A film directors?", "Are B ...?"
+        aux, a, b, predicate = (g.strip() for g in match.groups())
+        return [_sentence(f"{aux} {a} {predicate}"), _sentence(f"{aux} {b} {predicate}")], (
+            f"Answer for {a} and for {b}, then whether both are."
+        )
     match = _BOTH.search(q)
     if match:
         stem, a, b = match.group(1).strip(), match.group(2), match.group(3)
