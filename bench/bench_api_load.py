@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
 from _common import (
     ACTS_4,
     COLLECTION,
@@ -117,9 +118,7 @@ def free_port() -> int:
 
 def start_server(ddir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
-    env.update(
-        SLEUTH_DATA_DIR=str(ddir), SLEUTH_LLM="heuristic", SLEUTH_INDEX_BACKEND="local"
-    )
+    env.update(SLEUTH_DATA_DIR=str(ddir), SLEUTH_LLM="heuristic", SLEUTH_INDEX_BACKEND="local")
     sleuth = Path(sys.executable).with_name("sleuth")
     with log.open("wb") as out:
         proc = subprocess.Popen(

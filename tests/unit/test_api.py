@@ -79,10 +79,11 @@ def test_search_answers_with_cited_source_text_and_stores_the_run(
     assert stored["status"] == "completed" and stored["finished_at"]
 
 
+@pytest.mark.parametrize("mode", ["react", "guided"])
 def test_streamed_search_answers_202_then_the_events_in_order(
-    client: TestClient, env: ApiEnv
+    client: TestClient, env: ApiEnv, mode: str
 ) -> None:
-    r = _search(client, env, stream=True)
+    r = _search(client, env, stream=True, mode=mode)
     assert r.status_code == 202, r.text
     accepted = r.json()
     task = accepted["task_id"]
@@ -175,6 +176,19 @@ def test_a_run_that_cannot_start_ends_with_an_error_event(client: TestClient, en
     assert [e["event"] for e in events] == ["error"] and events[0]["id"] == "1"
     stored = env.sleuth.catalog.get_run(body["task_id"])
     assert stored is not None and stored["status"] == "error"
+
+
+def test_a_collection_with_unfinished_runs_cannot_be_deleted(tmp_path: Path) -> None:
+    from tests.api_helpers import SlowReasoner
+
+    env = make_api(tmp_path, reasoner=SlowReasoner(0.2))
+    with TestClient(env.app) as client:
+        task = _search(client, env, stream=True).json()["task_id"]
+        r = client.delete("/collections/test", headers=env.auth())
+        assert r.status_code == 409 and "runs on collection 'test'" in r.json()["detail"]
+        with client.stream("GET", f"/agent/search/{task}/stream", headers=env.auth()) as s:
+            assert sse_events(s)[-1]["event"] == "done"
+        assert client.delete("/collections/test", headers=env.auth()).status_code == 204
 
 
 def test_too_many_waiting_runs_answer_429(tmp_path: Path) -> None:

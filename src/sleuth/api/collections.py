@@ -80,6 +80,11 @@ def _delete(state: ApiState, user: UserInfo, name: str) -> None:
     with state.jobs.lock:
         state.collection_of(user, name)
         _busy(state, name)
+        running = [h for h in state.runs.active() if h.request.collection == name]
+        if running:
+            raise HTTPException(
+                409, f"{len(running)} runs on collection '{name}' are not finished; retry later"
+            )
         state.sleuth.drop_collection(name)
         state.jobs.forget_collection(name)
 

@@ -37,8 +37,6 @@ from sleuth.store.catalog import UserInfo
 
 PING_S = 15.0
 """Seconds between keep-alive comments on an idle stream."""
-SETTLE_S = 30.0
-"""How long a read waits for a run whose terminal event is out but whose result is not."""
 
 router = APIRouter(tags=["agent search"])
 
@@ -156,9 +154,7 @@ async def get_run(task_id: str, user: CurrentUser, state: State) -> AgentSearchR
     """The run: ``status: "running"`` while it goes on, then its stored result (answer,
     citations with their text, steps, tool calls, trace)."""
     handle = _own_handle(state, user, task_id)
-    if handle is not None:
-        if handle.buffer.terminated and not handle.finished:
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(handle.future)), SETTLE_S)
+    if handle is not None:  # its result is set before its terminal event is published
         return handle.view()
     run = await run_in_threadpool(_own_record, state, user, task_id)
     return AgentSearchResponse.from_record(run)
