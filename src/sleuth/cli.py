@@ -511,16 +511,30 @@ def mcp_server(
     user: Annotated[
         str | None,
         typer.Option(
-            help="User (name) the requests run as: their collections and memory "
-            "(default: SLEUTH_MCP_USER; none: every collection, like the CLI)"
+            help="stdio or --no-auth: user (name) the requests run as: their collections and "
+            "memory (default: SLEUTH_MCP_USER; none: every collection, like the CLI)"
         ),
     ] = None,
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth",
+            help="http: serve without API keys, every request as --user (local, single user)",
+        ),
+    ] = False,
     collection: CollectionOpt = None,
 ) -> None:
     """Serve rag_search, read_section, list_collections and ask as MCP tools; needs the
-    'mcp' extra."""
+    'mcp' extra. Over http every request needs an API key (Authorization: Bearer) and runs as
+    its user, unless --no-auth."""
     if transport not in ("stdio", "http"):
         raise _fail(f"--transport must be stdio or http, not '{transport}'", EXIT_USAGE)
+    keys = transport == "http" and not no_auth
+    if keys and user is not None:
+        raise _fail(
+            "--user applies to stdio or --no-auth: over http each request's API key names its user",
+            EXIT_USAGE,
+        )
     name = _collection(collection) if collection is not None else None
     s = _sleuth()
     try:
@@ -531,8 +545,10 @@ def mcp_server(
             transport,  # type: ignore[arg-type]
             host=host,
             port=port,
-            user=user or s.settings.mcp_user,
+            # SLEUTH_MCP_USER is a default for keyless serving: keys name their own users
+            user=None if keys else user or s.settings.mcp_user,
             collection=name,
+            auth=not no_auth,
         )
     except SleuthError as exc:
         raise _fail(str(exc)) from exc

@@ -18,9 +18,11 @@ from tests.helpers import make_app
 pytest.importorskip("mcp")
 
 from mcp import ClientSession
+from mcp.server.auth.provider import AccessToken
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from sleuth.mcp.server import SleuthTools, build_server
+from sleuth.api.keys import create_user
+from sleuth.mcp.server import ApiKeyVerifier, SleuthTools, build_server
 
 
 def _session(tools: SleuthTools, body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
@@ -157,3 +159,87 @@ def test_over_stdio_only_the_protocol_reaches_stdout() -> None:
     )
     assert result.stdout == b"protocol"
     assert b"stray print" in result.stderr and b"native write" in result.stderr
+
+
+def _as_key_holder(tools: SleuthTools, token: AccessToken | None, body: Any) -> Any:
+    """Run an in-memory session as the SDK's auth middleware would after checking ``token``
+    (the server's task inherits the context variable it sets)."""
+    from mcp.server.auth.middleware.auth_context import auth_context_var
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+
+    reset = auth_context_var.set(AuthenticatedUser(token) if token is not None else None)
+    try:
+        return _session(tools, body)
+    finally:
+        auth_context_var.reset(reset)
+
+
+def test_api_key_verifier_accepts_active_keys_only(app: Sleuth) -> None:
+    alice, key = create_user(app.catalog, "alice")
+    verifier = ApiKeyVerifier(app.catalog)
+    token = asyncio.run(verifier.verify_token(key))
+    assert token is not None and token.client_id == alice.id and token.scopes == []
+    assert verifier.check(key[:-4] + "AAAA") is None  # unknown key
+    assert verifier.check("not-a-key") is None
+    app.catalog.set_user_disabled("alice")
+    assert verifier.check(key) is None  # revoked: the SDK answers 401
+
+
+def test_with_keys_each_request_runs_as_its_keys_user(app: Sleuth) -> None:
+    alice, key_a = create_user(app.catalog, "alice")
+    _, key_b = create_user(app.catalog, "bob")
+    app.catalog.set_collection_owner("laws", alice.id)
+    tools = SleuthTools(app, collection="laws", require_key=True)
+    verifier = ApiKeyVerifier(app.catalog)
+
+    async def body(session: ClientSession) -> list[tuple[bool, Any]]:
+        return [
+            await _call(session, "list_collections"),
+            await _call(session, "rag_search", query="murder", top_k=1),
+        ]
+
+    def as_holder(key: str | None) -> list[tuple[bool, Any]]:
+        return _as_key_holder(tools, verifier.check(key) if key else None, body)
+
+    listed, search = as_holder(key_a)
+    assert [c["name"] for c in listed[1]["collections"]] == ["laws"]
+    assert search[0] and search[1]["results"][0]["source_id"] == "BNS_S103"
+    listed, search = as_holder(key_b)
+    assert listed == (True, {"default": "laws", "collections": []})
+    assert not search[0] and "unknown collection 'laws' (collections: none)" in search[1]
+    (ok, text), _ = as_holder(None)  # never the local installation's view
+    assert not ok and "authentication required" in text
+    with pytest.raises(UserError, match="cannot be combined with API keys"):
+        SleuthTools(app, user="alice", require_key=True)
+
+
+def test_http_without_a_valid_key_is_refused_before_any_tool(app: Sleuth) -> None:
+    from starlette.testclient import TestClient
+
+    _, key = create_user(app.catalog, "alice")
+    _, revoked = create_user(app.catalog, "carol")
+    app.catalog.set_user_disabled("carol")
+    server = build_server(SleuthTools(app, collection="laws", require_key=True))
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    with TestClient(server.streamable_http_app(), base_url="http://127.0.0.1:8765") as client:
+
+        def post(token: str | None) -> Any:
+            auth = {"Authorization": f"Bearer {token}"} if token else {}
+            return client.post("/mcp", json=init, headers={**accept, **auth})
+
+        refused = [post(None), post("sleuth_0123456789abcdef." + "x" * 43), post(revoked)]
+        accepted = post(key)
+    assert [r.status_code for r in refused] == [401, 401, 401]
+    assert all(r.json()["error"] == "invalid_token" for r in refused)
+    assert refused[0].headers["www-authenticate"].startswith("Bearer")
+    assert accepted.status_code == 200 and "mcp-session-id" in accepted.headers

@@ -7,14 +7,18 @@ Four tools, over stdio or streamable HTTP (FastMCP from the official ``mcp`` SDK
 * ``list_collections()`` — the collections with their counts and embedding model;
 * ``ask(question, collection, mode, ...)`` — the agentic answer with checked citations.
 
-Users and collections follow the rules of the CLI and the HTTP API. Without a user (no
-``--user`` / ``SLEUTH_MCP_USER``) the server acts for the local installation, like the CLI:
-every collection, runs and memory in the anonymous bucket. With a user (a name made by
-``sleuth users create``) it acts for that user, like their API key: only the collections
-they own (others are "unknown", whether they exist or not), runs stored and memory recalled
-under their id; a revoked user's requests fail. A request without a collection uses
-``--collection`` (default ``SLEUTH_DEFAULT_COLLECTION``). The
-search and read tools are the agent's own (:mod:`sleuth.tools.rag`), so other agents see the
+Users and collections follow the rules of the CLI and the HTTP API. Over streamable HTTP
+every request carries an API key (``Authorization: Bearer <key>``, made by ``sleuth users
+create``), checked by the SDK's bearer middleware with :class:`ApiKeyVerifier`: no key, an
+unknown key or a revoked user's key is refused with 401 before any tool runs, so one process
+serves many users. The key's user is the caller: only the collections they own (others are
+"unknown", whether they exist or not), runs stored and memory recalled under their id. Over
+stdio, and over HTTP with ``--no-auth`` (explicit, for local single-user use), there is no key:
+without a user (no ``--user`` / ``SLEUTH_MCP_USER``) the server acts for the local
+installation, like the CLI (every collection, runs and memory in the anonymous bucket); with a
+user it acts for that user, like their key (a revoked user's requests fail). A request
+without a collection uses ``--collection`` (default ``SLEUTH_DEFAULT_COLLECTION``). The search
+and read tools are the agent's own (:mod:`sleuth.tools.rag`), so other agents see the
 same payloads the ReAct agent sees. Blocking work runs in worker threads, so one slow
 ``ask`` does not stall other requests.
 """
@@ -31,15 +35,19 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
+from sleuth.api.keys import authenticate
 from sleuth.errors import ToolError, UserError, require
-from sleuth.store.catalog import validate_collection_name
+from sleuth.store.catalog import Catalog, validate_collection_name
 from sleuth.tools.base import RunContext
 from sleuth.tools.rag import build_rag_tools
 
 if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken
     from mcp.server.fastmcp import FastMCP
 
     from sleuth.app import Sleuth
+
+log = logging.getLogger(__name__)
 
 SERVER_NAME = "sleuth"
 DEFAULT_PORT = 8765
@@ -55,32 +63,96 @@ INSTRUCTIONS = (
 )
 
 
+class ApiKeyVerifier:
+    """The SDK's ``TokenVerifier`` for sleuth API keys: the bearer token is a key made by
+    ``sleuth users create``; its user's id becomes the access token's ``client_id``.
+
+    Checked on every HTTP request, so a key revoked while its session is open is refused from
+    the next request on.
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+
+    def check(self, token: str) -> AccessToken | None:
+        """The access token of an active user's key; ``None`` for a malformed, unknown or
+        revoked key (the SDK answers 401 ``invalid_token``)."""
+        from mcp.server.auth.provider import AccessToken
+
+        user = authenticate(self.catalog, token)
+        if user is None:
+            return None
+        if user.disabled:
+            log.warning("sleuth mcp: refused the revoked API key of user '%s'", user.name)
+            return None
+        return AccessToken(token=token, client_id=user.id, scopes=[])
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        import anyio
+
+        return await anyio.to_thread.run_sync(self.check, token)
+
+
+def _request_token() -> AccessToken | None:
+    """The access token the SDK's auth middleware verified for this request (HTTP with keys)."""
+    try:
+        from mcp.server.auth.middleware.auth_context import get_access_token
+    except ImportError:  # no mcp extra: no authenticated requests either
+        return None
+    return get_access_token()
+
+
 class SleuthTools:
     """The four tools as plain, blocking methods (the MCP server runs them in threads).
 
     Args:
         app: the sleuth installation.
-        user: the name of the user every request runs as (``None``: the local installation).
+        user: the name of the user every request runs as (``None``: the local installation);
+            only without ``require_key``.
         collection: the collection used when a request names none (default:
             ``SLEUTH_DEFAULT_COLLECTION``).
+        require_key: every request must carry an API key (HTTP with auth): its user is the
+            caller; a request without one is refused, never served as the local installation.
 
     Raises:
-        UserError: no user named ``user``, or that user is revoked.
+        UserError: no user named ``user``, that user is revoked, or ``user`` with
+            ``require_key``.
     """
 
-    def __init__(self, app: Sleuth, user: str | None = None, collection: str | None = None):
+    def __init__(
+        self,
+        app: Sleuth,
+        user: str | None = None,
+        collection: str | None = None,
+        *,
+        require_key: bool = False,
+    ):
+        if require_key and user is not None:
+            raise UserError(
+                "--user / SLEUTH_MCP_USER cannot be combined with API keys: over HTTP each "
+                "request's key names its user (use --no-auth for a single local user)"
+            )
         self.app = app
         self.user_name = user
+        self.require_key = require_key
         self.default_collection = collection or app.settings.default_collection
         self._tools = {t.name: t for t in build_rag_tools(app.kb)}
-        self.user()  # an unknown or revoked user stops the server before it serves
+        if not require_key:
+            self.user()  # an unknown or revoked user stops the server before it serves
 
     def user(self) -> str | None:
-        """The id of the user the current request runs as (``None``: local installation).
+        """The id of the user the current request runs as (``None``: local installation):
+        the API key's user when the request was authenticated, else ``--user``.
 
         Raises:
-            UserError: the user does not exist (any more) or has been revoked.
+            UserError: no key though one is required; the user does not exist (any more) or
+                has been revoked.
         """
+        token = _request_token()
+        if token is not None:
+            return token.client_id
+        if self.require_key:
+            raise UserError("authentication required: send 'Authorization: Bearer <API key>'")
         if self.user_name is None:
             return None
         info = self.app.catalog.get_user(self.user_name)
@@ -192,19 +264,29 @@ def _threaded(func: Callable[..., dict]) -> Callable[..., Any]:
 
 
 def build_server(tools: SleuthTools, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> FastMCP:
-    """The FastMCP server of ``tools`` (``host``/``port`` are used by streamable HTTP).
+    """The FastMCP server of ``tools`` (``host``/``port`` are used by streamable HTTP; with
+    ``tools.require_key`` its HTTP endpoint takes API keys as bearer tokens).
 
     Raises:
         MissingExtraError: the ``mcp`` package is not installed.
     """
     require("mcp", "mcp", "sleuth mcp")
+    from mcp.server.auth.settings import AuthSettings
     from mcp.server.fastmcp import FastMCP
     from mcp.types import ToolAnnotations
 
+    auth: dict[str, Any] = {}
+    if tools.require_key:  # the SDK's bearer middleware: 401 before any tool runs
+        where = f"[{host}]" if ":" in host else host
+        auth = {
+            "token_verifier": ApiKeyVerifier(tools.app.catalog),
+            # sleuth is its own issuer (keys from `sleuth users create`), no OAuth server
+            "auth": AuthSettings(issuer_url=f"http://{where}:{port}", resource_server_url=None),
+        }
     root = logging.getLogger()
     before = list(root.handlers)
     server = FastMCP(
-        SERVER_NAME, instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING"
+        SERVER_NAME, instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING", **auth
     )
     for handler in root.handlers:  # FastMCP installs a root handler: keep it to warnings
         if handler not in before:  # (libraries such as bm25s log DEBUG on their own loggers)
@@ -308,14 +390,19 @@ def serve(
     port: int = DEFAULT_PORT,
     user: str | None = None,
     collection: str | None = None,
+    auth: bool = True,
 ) -> None:
     """Serve the tools until the client disconnects (stdio) or the process is stopped.
 
+    Over HTTP with ``auth`` every request needs an API key and runs as its user (``user``
+    must be ``None``); without ``auth``, and over stdio, every request runs as ``user``.
+
     Raises:
         MissingExtraError: the ``mcp`` package is not installed.
-        UserError: the HTTP port cannot be bound.
+        UserError: the HTTP port cannot be bound; ``user`` with HTTP auth.
     """
-    server = build_server(SleuthTools(app, user, collection), host, port)
+    require_key = transport == "http" and auth
+    server = build_server(SleuthTools(app, user, collection, require_key=require_key), host, port)
     who = f"user '{user}'" if user else "anonymous user"
     if transport == "stdio":
         print(f"sleuth mcp: serving over stdio as {who}", file=sys.stderr, flush=True)
@@ -323,6 +410,10 @@ def serve(
         server.run("stdio")
         return
     _check_port(host, port)
+    if require_key:
+        who = "the user of each request's API key (Authorization: Bearer)"
+    else:
+        who += ", without authentication (--no-auth)"
     print(
         f"sleuth mcp: streamable HTTP on http://{host}:{port}/mcp as {who}",
         file=sys.stderr,
