@@ -76,6 +76,15 @@ def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
     return [(sid, full) for sid, full, _ in scored]
 
 
+def _key_point(sentence: str, source_id: str, limit: int = 200) -> str:
+    """A key point: the sentence, shortened at a word to ``limit`` characters, then its
+    citation marker (never cut)."""
+    text = sentence.rstrip(" .")
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0].rstrip(" ,;:") + " …"
+    return f"{text} [{source_id}]"
+
+
 def _linked_pair(
     question: str, ranked: list[tuple[str, float]], ctx: RunContext
 ) -> tuple[str, ...]:
@@ -179,7 +188,7 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
     cited = list(dict.fromkeys(sid for _, _, sid, _ in picked))
     return AnswerDraft(
         answer_text="\n".join(parts),
-        key_points=[p.split(": ", 1)[-1][:200] for p in parts],
+        key_points=[_key_point(sentence, sid) for _, _, sid, sentence in picked],
         citations=cited,
         is_insufficient_context=False,
     )

@@ -28,6 +28,7 @@ from sleuth.api.runs import RunRegistry
 from sleuth.api.schemas import Health
 from sleuth.api.search import router as search_router
 from sleuth.api.state import ApiState
+from sleuth.api.web import mount_web
 from sleuth.app import Sleuth
 from sleuth.config import Settings
 from sleuth.errors import ConfigError, SleuthError, UserError
@@ -170,4 +171,5 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
 
     app.include_router(search_router)
     app.include_router(collections_router(s))
+    mount_web(app)
     return app

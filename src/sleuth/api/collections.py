@@ -28,11 +28,14 @@ from sleuth.api.schemas import (
     CollectionOut,
     DocumentOut,
     JobOut,
+    OutlineItem,
     Problem,
+    SectionOut,
 )
 from sleuth.api.state import ApiState
 from sleuth.api.uploads import SNIFF_BYTES, UploadRejected, check_type, safe_file_name
 from sleuth.config import Settings
+from sleuth.retrieval.search import join_parts
 from sleuth.store.catalog import UserInfo
 
 CollectionName = Annotated[
@@ -188,6 +191,37 @@ async def _read_form(request: Request, limit: int, max_files: int) -> FormData:
         raise HTTPException(exc.status_code, f"files: {exc.detail}") from exc
 
 
+OUTLINE_AROUND = 12
+"""Outline entries shown on each side of a section."""
+
+
+def _section(state: ApiState, user: UserInfo, name: str, source_id: str) -> SectionOut:
+    state.collection_of(user, name)
+    kb = state.sleuth.kb
+    chunks = kb.section(name, source_id)
+    if not chunks:
+        raise HTTPException(404, f"section '{source_id}' not found in collection '{name}'")
+    doc_id = chunks[0].doc_id
+    previous, nxt = kb.catalog.neighbours(name, source_id)
+    entries = kb.catalog.outline(name, doc_id)
+    at = next((i for i, e in enumerate(entries) if e.source_id == source_id), 0)
+    lo, hi = max(0, at - OUTLINE_AROUND), min(len(entries), at + OUTLINE_AROUND + 1)
+    return SectionOut(
+        source_id=source_id,
+        doc_id=doc_id,
+        title=chunks[0].heading,
+        text=join_parts(chunks),
+        previous=previous,
+        next=nxt,
+        outline_total=len(entries),
+        outline_start=lo,
+        outline=[
+            OutlineItem(source_id=e.source_id, title=" > ".join(e.title_path[1:] or e.title_path))
+            for e in entries[lo:hi]
+        ],
+    )
+
+
 def collections_router(settings: Settings) -> APIRouter:
     """The collection, document and job endpoints (upload limits from ``settings``)."""
     router = APIRouter(prefix="/collections", tags=["collections"])
@@ -229,6 +263,19 @@ def collections_router(settings: Settings) -> APIRouter:
     )
     def get_collection(name: CollectionName, user: CurrentUser, state: State) -> CollectionOut:
         return CollectionOut.of(state.collection_of(user, name))
+
+    @router.get(
+        "/{name}/sections/{source_id}",
+        summary="Read a section and its place in the outline",
+        response_model=SectionOut,
+        responses={**_AUTH, **_404},
+    )
+    def get_section(
+        name: CollectionName, source_id: str, user: CurrentUser, state: State
+    ) -> SectionOut:
+        """A section's whole text (e.g. a cited one) with the sections around it in its
+        document's outline."""
+        return _section(state, user, name, source_id)
 
     @router.delete(
         "/{name}",

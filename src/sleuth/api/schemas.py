@@ -345,6 +345,49 @@ class DocumentOut(BaseModel):
         return cls(name=name, **info.model_dump(exclude={"path"}))
 
 
+class OutlineItem(BaseModel):
+    """One section of a document's outline."""
+
+    source_id: str
+    title: str = Field(description="The section's title path within its document, ' > '-joined")
+
+
+class SectionOut(BaseModel):
+    """A section's text and its place in its document's outline (the sections around it)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "source_id": "BNS_S103",
+                    "doc_id": "BNS",
+                    "title": "The Bharatiya Nyaya Sanhita, 2023 > Section 103. Punishment for "
+                    "murder.",
+                    "text": "(1) Whoever commits murder shall be punished with death or "
+                    "imprisonment for life, and shall also be liable to fine. ...",
+                    "previous": "BNS_S102",
+                    "next": "BNS_S104",
+                    "outline_total": 358,
+                    "outline_start": 96,
+                    "outline": [{"source_id": "BNS_S103", "title": "Section 103. Punishment"}],
+                }
+            ]
+        }
+    )
+
+    source_id: str
+    doc_id: str
+    title: str = Field(description="The section's title path, ' > '-joined")
+    text: str = Field(description="The section's whole text")
+    previous: str | None = Field(default=None, description="The section before it")
+    next: str | None = Field(default=None, description="The section after it")
+    outline_total: int = Field(description="Sections in the document")
+    outline_start: int = Field(description="Index (0-based) of the first outline entry shown")
+    outline: list[OutlineItem] = Field(
+        default_factory=list, description="The sections around this one, in document order"
+    )
+
+
 JobState = Literal["queued", "running", "succeeded", "failed"]
 
 
