@@ -4,6 +4,7 @@ between users, collections, uploads and their errors, the OpenAPI document."""
 from __future__ import annotations
 
 import io
+import json
 import time
 import zipfile
 from collections.abc import Iterator
@@ -500,3 +501,32 @@ def test_openapi_documents_every_operation_with_examples(client: TestClient) -> 
         "text/event-stream"
         in spec["paths"]["/agent/search/{task_id}/stream"]["get"]["responses"]["200"]["content"]
     )
+
+
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_non_finite_numbers_are_a_422_naming_the_field_not_a_500(
+    client: TestClient, env: ApiEnv, raw: str
+) -> None:
+    body = '{"query": "murder", "collection": "test", "timeout_s": ' + raw + "}"
+    headers = {**env.auth(), "Content-Type": "application/json"}
+    resp = client.post("/agent/search", content=body, headers=headers)
+    assert resp.status_code == 422
+    assert "timeout_s" in resp.json()["message"]
+
+
+def test_job_messages_do_not_reveal_server_paths(client: TestClient, env: ApiEnv) -> None:
+    h = env.auth()
+    client.post("/collections", json={"name": "notes"}, headers=h)
+    text = b"# Cats\n\nCats purr and chase mice.\n"
+    first = client.post(
+        "/collections/notes/documents", files=[("files", ("cats.md", text))], headers=h
+    )
+    assert _wait_job(client, env, first.json()["status_url"])["state"] == "succeeded"
+    again = client.post(
+        "/collections/notes/documents", files=[("files", ("copy.md", text))], headers=h
+    )
+    done = _wait_job(client, env, again.json()["status_url"])
+    [copy] = done["files"]
+    assert copy["status"] == "duplicate" and "cats.md" in copy["message"]
+    everything = json.dumps(done)
+    assert str(env.sleuth.settings.data_dir) not in everything and "uploads" not in everything

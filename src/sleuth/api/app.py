@@ -10,6 +10,7 @@ list of field errors, plus ``message``: the errors on one line, each naming its 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -70,7 +71,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         errors = exc.errors()
         message = "; ".join(f"{_field(e.get('loc', ()))}: {e.get('msg', '')}" for e in errors)
         return JSONResponse(
-            {"detail": jsonable_encoder(errors), "message": message}, status_code=422
+            {"detail": _json_safe(jsonable_encoder(errors)), "message": message}, status_code=422
         )
 
     @app.exception_handler(SleuthError)
@@ -85,6 +86,18 @@ def _install_error_handlers(app: FastAPI) -> None:
             {"detail": f"internal error ({type(exc).__name__}); see the server log"},
             status_code=500,
         )
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats (``NaN``, ``Infinity``, ``1e400`` echoed back from a
+    request body) written as strings: strict JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 class IngestEmbedder:

@@ -183,6 +183,12 @@ class JobRegistry:
         for key in finished[: max(0, len(self._jobs) - MAX_JOBS_KEPT)]:
             del self._jobs[key]
 
+    @staticmethod
+    def _public(message: str, folder: Path) -> str:
+        """A message without the server's file-system paths: the collection's upload folder
+        (where the files are stored on the server) is left out, the file names kept."""
+        return message.replace(f"{folder}{os.sep}", "").replace(str(folder), "")
+
     def _run(self, job: IngestJob) -> None:
         with job.lock:
             job.state = "running"
@@ -208,9 +214,9 @@ class JobRegistry:
                         doc_id=outcome.doc_id,
                         status=outcome.status,
                         n_chunks=outcome.n_chunks,
-                        message=outcome.message,
+                        message=self._public(outcome.message, target),
                     )
-                job.warnings = list(report.warnings)
+                job.warnings = [self._public(w, target) for w in report.warnings]
                 job.state = "succeeded"
         except Exception as exc:
             message = str(exc) if isinstance(exc, SleuthError) else f"{type(exc).__name__}: {exc}"
