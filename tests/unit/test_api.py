@@ -530,3 +530,15 @@ def test_job_messages_do_not_reveal_server_paths(client: TestClient, env: ApiEnv
     assert copy["status"] == "duplicate" and "cats.md" in copy["message"]
     everything = json.dumps(done)
     assert str(env.sleuth.settings.data_dir) not in everything and "uploads" not in everything
+
+
+def test_the_key_is_checked_before_a_malformed_body(client: TestClient, env: ApiEnv) -> None:
+    broken = {"Content-Type": "application/json"}
+    no_key = client.post("/agent/search", content='{"query":', headers=broken)
+    assert no_key.status_code == 401 and "API key" in no_key.json()["detail"]
+    wrong = client.post(
+        "/agent/search", content='{"query":', headers={**broken, "Authorization": "Bearer nope"}
+    )
+    assert wrong.status_code == 401
+    good = client.post("/agent/search", content='{"query":', headers={**broken, **env.auth()})
+    assert good.status_code == 422

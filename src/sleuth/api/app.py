@@ -17,18 +17,20 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials
 
 from sleuth import __version__
+from sleuth.api.auth import current_user
 from sleuth.api.collections import collections_router
 from sleuth.api.jobs import JobRegistry
 from sleuth.api.runs import RunRegistry
 from sleuth.api.schemas import Health
 from sleuth.api.search import router as search_router
-from sleuth.api.state import ApiState
+from sleuth.api.state import ApiState, get_state
 from sleuth.api.web import mount_web
 from sleuth.app import Sleuth
 from sleuth.config import Settings
@@ -67,7 +69,14 @@ def _field(loc: Any) -> str:
 
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        refused = _refused(request)
+        if refused is not None:  # the key is checked before the body is judged
+            return JSONResponse(
+                {"detail": refused.detail},
+                status_code=refused.status_code,
+                headers=refused.headers,
+            )
         errors = exc.errors()
         message = "; ".join(f"{_field(e.get('loc', ()))}: {e.get('msg', '')}" for e in errors)
         return JSONResponse(
@@ -86,6 +95,38 @@ def _install_error_handlers(app: FastAPI) -> None:
             {"detail": f"internal error ({type(exc).__name__}); see the server log"},
             status_code=500,
         )
+
+
+def _refused(request: Request) -> HTTPException | None:
+    """Why the request's API key is refused (401 / 403), or ``None`` when it is accepted or
+    the route needs none. FastAPI parses a body before it runs the key dependency; this lets
+    a request with a malformed body and no valid key get the 401/403 it is due."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    needs_key = dependant is not None and any(
+        d.call is current_user for d in _all_dependencies(dependant)
+    )
+    if not needs_key:
+        return None
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    credentials = (
+        HTTPAuthorizationCredentials(scheme=scheme, credentials=token.strip())
+        if scheme.lower() == "bearer" and token.strip()
+        else None
+    )
+    try:
+        current_user(get_state(request), credentials)
+    except HTTPException as refused:
+        return refused
+    return None
+
+
+def _all_dependencies(dependant: Any) -> list[Any]:
+    found = []
+    for sub in dependant.dependencies:
+        found.append(sub)
+        found.extend(_all_dependencies(sub))
+    return found
 
 
 def _json_safe(value: Any) -> Any:
