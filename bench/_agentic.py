@@ -47,8 +47,11 @@ class CragCalibration:
     runs: int = 0
     runs_without_rounds: int = 0
 
-    def add(self, question: str, crag: Sequence[dict[str, Any]], gold: set[str]) -> None:
-        """Record the CRAG rounds of one guided run for ``question`` with ``gold`` ids."""
+    def add(
+        self, question: str, crag: Sequence[dict[str, Any]], gold: set[str]
+    ) -> list[dict[str, Any]]:
+        """Record the CRAG rounds of one guided run for ``question`` with ``gold`` ids; return
+        them compacted (verdict, question, evidence ids) for the per-question results."""
         self.runs += 1
         if not crag:
             self.runs_without_rounds += 1
@@ -72,6 +75,14 @@ class CragCalibration:
                     else all_in(evidence, gold),
                 }
             )
+        return [
+            {
+                "verdict": c.get("verdict"),
+                "question": c.get("question"),
+                "evidence_source_ids": c.get("evidence_source_ids", []),
+            }
+            for c in crag
+        ]
 
     def summary(self) -> list[dict[str, Any]]:
         """Per verdict (known verdicts first): count, share of rounds, gold shares."""

@@ -37,6 +37,29 @@ COLLECTION = "statutes"
 BASELINE_BM25_STATUTES = {1: 0.626, 5: 0.782, 10: 0.814}
 
 
+def run_shared_baseline(function: str) -> str | None:
+    """Stdout of ``function()`` of ``../shared/tools/baseline_bm25.py``, run in this process
+    (``None``, with a note printed, when it cannot run: e.g. ``bm25s`` missing)."""
+    import contextlib
+    import importlib.util
+    import io
+
+    path = DATA.parent / "tools" / "baseline_bm25.py"
+    spec = importlib.util.spec_from_file_location("baseline_bm25", path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    buffer = io.StringIO()
+    try:
+        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(buffer):
+            getattr(module, function)()
+    except Exception as exc:  # the reference numbers are still printed
+        print(f"(baseline_bm25.py could not run here: {type(exc).__name__}: {exc})")
+        return None
+    return buffer.getvalue()
+
+
 def statute_paths(names: Sequence[str] = ACTS_4) -> list[Path]:
     """Absolute paths of statute files in the shared data folder (checked to exist)."""
     paths = [STATUTES / n for n in names]

@@ -146,15 +146,7 @@ def main() -> None:
                 }
                 if mode == "guided":
                     crag = resp.trace.get("agentic", {}).get("crag", [])
-                    calibration.add(q.text, crag, {q.gold})
-                    rec[mode]["crag"] = [
-                        {
-                            "verdict": c.get("verdict"),
-                            "question": c.get("question"),
-                            "evidence_source_ids": c.get("evidence_source_ids", []),
-                        }
-                        for c in crag
-                    ]
+                    rec[mode]["crag"] = calibration.add(q.text, crag, {q.gold})
         load_after = load_average()
 
         def share(mode: str, test: Any, recs: list[dict[str, Any]] | None = None) -> float:

@@ -34,9 +34,6 @@ questions.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.util
-import io
 import json
 import re
 import statistics
@@ -53,6 +50,7 @@ from _common import (
     load_average,
     percentile,
     print_header,
+    run_shared_baseline,
     table,
 )
 from sleuth.app import Sleuth
@@ -103,23 +101,11 @@ def load_hotpot(limit: int | None) -> tuple[list[dict[str, Any]], dict[str, str]
 
 def baseline_same_run() -> dict[str, float] | None:
     """Title-level recall of ../shared/tools/baseline_bm25.py's hotpotqa(), in this process."""
-    path = DATA.parent / "tools" / "baseline_bm25.py"
-    spec = importlib.util.spec_from_file_location("baseline_bm25", path)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    buffer = io.StringIO()
-    try:
-        spec.loader.exec_module(module)
-        with contextlib.redirect_stdout(buffer):
-            module.hotpotqa()
-    except Exception as exc:  # the reference numbers are still printed
-        print(f"(baseline_bm25.py could not run here: {type(exc).__name__}: {exc})")
+    text = run_shared_baseline("hotpotqa")
+    if text is None:
         return None
     out: dict[str, float] = {}
-    for k, rec, both in re.findall(
-        r"recall@(\d+) = ([0-9.]+)\s+both@\d+ = ([0-9.]+)", buffer.getvalue()
-    ):
+    for k, rec, both in re.findall(r"recall@(\d+) = ([0-9.]+)\s+both@\d+ = ([0-9.]+)", text):
         out[f"recall@{k}"] = float(rec)
         out[f"both@{k}"] = float(both)
     return out or None
@@ -214,15 +200,7 @@ def main() -> None:
                 }
                 if mode == "guided":
                     crag = resp.trace.get("agentic", {}).get("crag", [])
-                    calibration.add(q["question"], crag, set(q["gold"]))
-                    rec[mode]["crag"] = [
-                        {
-                            "verdict": c.get("verdict"),
-                            "question": c.get("question"),
-                            "evidence_source_ids": c.get("evidence_source_ids", []),
-                        }
-                        for c in crag
-                    ]
+                    rec[mode]["crag"] = calibration.add(q["question"], crag, set(q["gold"]))
         load_after = load_average()
 
         def gold(rec: dict[str, Any]) -> set[str]:

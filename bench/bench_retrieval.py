@@ -23,9 +23,6 @@ With ``--data-dir`` the index is kept between runs (re-ingesting unchanged files
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.util
-import io
 import json
 import random
 import re
@@ -37,7 +34,6 @@ from _common import (
     ACTS_4,
     BASELINE_BM25_STATUTES,
     COLLECTION,
-    DATA,
     RESULTS,
     Question,
     bench_settings,
@@ -45,6 +41,7 @@ from _common import (
     load_average,
     load_questions,
     print_header,
+    run_shared_baseline,
     statute_paths,
     table,
     verdict,
@@ -73,20 +70,10 @@ TEMPLATES = (  # question kinds of synthetic_qa.json, by template wording (first
 
 def baseline_same_run() -> dict[int, float] | None:
     """hit@1/5/10 of ../shared/tools/baseline_bm25.py's statutes(), run in this process."""
-    path = DATA.parent / "tools" / "baseline_bm25.py"
-    spec = importlib.util.spec_from_file_location("baseline_bm25", path)
-    if spec is None or spec.loader is None:
+    out = run_shared_baseline("statutes")
+    if out is None:
         return None
-    module = importlib.util.module_from_spec(spec)
-    buffer = io.StringIO()
-    try:
-        spec.loader.exec_module(module)
-        with contextlib.redirect_stdout(buffer):
-            module.statutes()
-    except Exception as exc:  # the reference numbers are still printed
-        print(f"(baseline_bm25.py could not run here: {type(exc).__name__}: {exc})")
-        return None
-    found = re.findall(r"hit@(\d+) = ([0-9.]+)", buffer.getvalue())
+    found = re.findall(r"hit@(\d+) = ([0-9.]+)", out)
     return {int(k): float(v) for k, v in found}
 
 
