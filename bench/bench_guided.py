@@ -34,7 +34,6 @@ import time
 from collections import Counter
 from typing import Any
 
-from _agentic import CRAG_TABLE_HEADERS, CragCalibration, distinct, hit_at
 from _common import (
     ACTS_4,
     COLLECTION,
@@ -49,6 +48,7 @@ from _common import (
     table,
 )
 from sleuth.app import Sleuth
+from sleuth.eval.metrics import CRAG_TABLE_HEADERS, CragCalibration, distinct, hit_at
 
 DEFAULT_DATA_DIR = RESULTS / "statutes-data"
 RESULTS_FILE = RESULTS / "guided_statutes.json"

@@ -41,7 +41,6 @@ import time
 from collections import Counter
 from typing import Any
 
-from _agentic import CRAG_TABLE_HEADERS, CragCalibration, all_in, distinct, recall_at
 from _common import (
     DATA,
     RESULTS,
@@ -54,6 +53,7 @@ from _common import (
     table,
 )
 from sleuth.app import Sleuth
+from sleuth.eval.metrics import CRAG_TABLE_HEADERS, CragCalibration, all_in, distinct, recall_at
 from sleuth.ingest.records import title_source_ids
 
 HOTPOT = DATA / "hotpotqa"

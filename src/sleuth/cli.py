@@ -556,6 +556,231 @@ def mcp_server(
         s.close()
 
 
+eval_app = typer.Typer(
+    help="Evaluate sleuth on a dataset (retrieval, answers, citations, agent behaviour), or "
+    "compare two evaluations. Run: sleuth eval --dataset hotpotqa|statutes|PATH.",
+    invoke_without_command=True,
+)
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.callback(invoke_without_command=True)
+def eval_run(
+    ctx: typer.Context,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset",
+            "-d",
+            help="hotpotqa, statutes, or a JSONL file (or folder with questions.jsonl)",
+        ),
+    ] = None,
+    mode: Annotated[str, typer.Option(help="react | guided")] = "react",
+    llm: Annotated[
+        str | None, typer.Option(help="Reasoner for this run (default: SLEUTH_LLM)")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Results folder (default: eval-results/<dataset>-<mode>-<time>)"),
+    ] = None,
+    corpus: Annotated[
+        list[Path] | None,
+        typer.Option(help="Corpus file or folder to ingest for your own dataset (repeatable)"),
+    ] = None,
+    collection: Annotated[
+        str | None,
+        typer.Option("--collection", "-c", help="Search this existing collection (no ingest)"),
+    ] = None,
+    data_root: Annotated[
+        Path | None,
+        typer.Option(help="Folder holding hotpotqa/ and statutes/ (default: ../shared/data)"),
+    ] = None,
+    memory: Annotated[
+        bool, typer.Option("--memory", help="Let runs recall earlier runs (off by default)")
+    ] = False,
+    max_iterations: Annotated[int | None, typer.Option(min=1, help="ReAct loop cap")] = None,
+    timeout_s: Annotated[float | None, typer.Option(min=0.1, help="Per-run timeout (s)")] = None,
+    price_in: Annotated[
+        float | None, typer.Option(min=0.0, help="USD per million input tokens (for cost)")
+    ] = None,
+    price_out: Annotated[
+        float | None, typer.Option(min=0.0, help="USD per million output tokens (for cost)")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as JSON (no progress bar)")
+    ] = False,
+) -> None:
+    """Evaluate on a dataset: per-question JSONL, summary JSON, Markdown report, PNG plots."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if dataset is None:
+        raise _fail(
+            "give --dataset: hotpotqa, statutes, or the path of your JSONL questions "
+            "(see 'sleuth eval --help')",
+            EXIT_USAGE,
+        )
+    if mode not in ("react", "guided"):
+        raise _fail(f"--mode must be react or guided, not '{mode}'", EXIT_USAGE)
+    from sleuth.eval.datasets import load_dataset
+    from sleuth.eval.report import write_results
+    from sleuth.eval.runner import EvalConfig, run_eval
+
+    try:
+        data = load_dataset(dataset, data_root, corpus or ())
+    except SleuthError as exc:
+        raise _fail(str(exc), EXIT_USAGE) from exc
+    if collection is not None:
+        collection = _collection(collection)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = out or Path("eval-results") / f"{data.name}-{mode}-{stamp}"
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise _fail(f"{folder} exists and is not empty; choose another --out", EXIT_USAGE)
+    config = EvalConfig(
+        mode=mode,
+        limit=limit,
+        use_memory=memory,
+        max_iterations=max_iterations,
+        timeout_s=timeout_s,
+        price_input_per_mtok=price_in,
+        price_output_per_mtok=price_out,
+    )
+    s = _eval_sleuth(llm)
+    total = min(limit or len(data.questions), len(data.questions))
+    try:
+        if as_json:
+            run = run_eval(s, data, config, collection)
+        else:
+            run = _eval_with_progress(s, data, config, collection, total)
+        files = write_results(run, folder)
+    except SleuthError as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        s.close()
+    if as_json:
+        typer.echo(json.dumps({**run.summary, "results_dir": str(folder)}, indent=2))
+        return
+    _print_eval_summary(run.summary)
+    typer.echo(f"results: {folder}/ ({', '.join(f.name for f in files)})")
+
+
+def _eval_sleuth(llm: str | None):  # type: ignore[no-untyped-def]
+    """A Sleuth whose reasoner is ``llm`` (when given) and the other settings as configured."""
+    if llm is None:
+        return _sleuth()
+    from pydantic import ValidationError
+
+    from sleuth.app import Sleuth
+
+    try:
+        settings = Settings(llm=llm)
+    except ValidationError as exc:
+        for line in validation_messages(exc).values():
+            _error_line(line)
+        raise typer.Exit(EXIT_USAGE) from exc
+    return Sleuth(settings)
+
+
+def _eval_with_progress(s, data, config, collection, total):  # type: ignore[no-untyped-def]
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from sleuth.eval.runner import prepare_collection, run_eval
+    from sleuth.ingest.progress import RichProgress
+
+    found = {"gold": 0, "runs": 0}
+    bar = Progress(
+        "[bold]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        "{task.fields[detail]}",
+        console=err,
+    )
+    task = bar.add_task(f"{data.name} {config.mode}", total=total, detail="", start=False)
+
+    def on_question(_index: int, record: dict) -> None:  # type: ignore[type-arg]
+        if record["all_gold_retrieved"] is not None:
+            found["runs"] += 1
+            found["gold"] += bool(record["all_gold_retrieved"])
+        detail = f"all gold retrieved {found['gold'] / found['runs']:.2f}" if found["runs"] else ""
+        bar.start_task(task)
+        bar.update(task, advance=1, detail=detail)
+
+    if data.corpus and collection is None:
+        with RichProgress(err) as ingest_progress:
+            prepared = prepare_collection(s, data, collection, ingest_progress)
+    else:
+        prepared = prepare_collection(s, data, collection)
+    with bar:
+        return run_eval(s, data, config, collection, on_question, prepared)
+
+
+def _print_eval_summary(summary: dict) -> None:  # type: ignore[type-arg]
+    from sleuth.eval.report import fmt_value
+
+    r, a, c, o = summary["retrieval"], summary["answer"], summary["citations"], summary["outcome"]
+    table = Table(title=f"{summary['dataset']} · {summary['mode']} · {summary['reasoner']}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        ("questions", summary["questions"]),
+        ("recall@5 / @10", f"{fmt_value(r['recall_at']['5'])} / {fmt_value(r['recall_at']['10'])}"),
+        ("all gold retrieved", r["all_gold_retrieved"]),
+        ("MRR", r["mrr"]),
+        ("exact match / F1", f"{fmt_value(a['exact_match'])} / {fmt_value(a['f1'])}"),
+        ("answer contains gold", a["answer_contains"]),
+        ("citation precision / recall", f"{fmt_value(c['precision'])} / {fmt_value(c['recall'])}"),
+        ("insufficient-context rate", o["insufficient_rate"]),
+        ("tool calls per run", summary["agent"]["tool_calls"]),
+        (
+            "latency p50 / p95 (s)",
+            f"{fmt_value(summary['latency_s']['p50'])} / {fmt_value(summary['latency_s']['p95'])}",
+        ),
+    ]
+    for name, value in rows:
+        table.add_row(name, value if isinstance(value, str) else fmt_value(value))
+    Console(highlight=False).print(table)
+
+
+@eval_app.command("compare")
+def eval_compare(
+    a: Annotated[Path, typer.Argument(help="Results folder A (or its summary.json)")],
+    b: Annotated[Path, typer.Argument(help="Results folder B (or its summary.json)")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Print two evaluations side by side with deltas (B - A)."""
+    from sleuth.eval.report import (
+        comparability_warnings,
+        compare_rows,
+        describe,
+        fmt_value,
+        load_summary,
+    )
+
+    try:
+        sa, sb = load_summary(a), load_summary(b)
+    except SleuthError as exc:
+        raise _fail(str(exc), EXIT_USAGE) from exc
+    rows = compare_rows(sa, sb)
+    warnings = comparability_warnings(sa, sb)
+    if as_json:
+        typer.echo(json.dumps({"a": str(a), "b": str(b), "warnings": warnings, "rows": rows}))
+        return
+    for warning in warnings:
+        err.print(Text.assemble(("warning:", "yellow"), " ", warning), soft_wrap=True)
+    table = Table(title=f"A: {describe(sa)}\nB: {describe(sb)}")
+    for name, justify in (("metric", "left"), ("A", "right"), ("B", "right"), ("B - A", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        delta = row["delta"]
+        text = "–" if delta is None else f"{delta:+.3f}"
+        style = {"b": "green", "a": "red"}.get(row["better"] or "", "")
+        table.add_row(
+            row["metric"], fmt_value(row["a"]), fmt_value(row["b"]), Text(text, style=style)
+        )
+    Console(highlight=False).print(table)
+
+
 @app.command("config")
 def show_config() -> None:
     """Print the settings in force (secrets masked); invalid values are marked."""

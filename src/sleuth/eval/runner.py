@@ -1,0 +1,461 @@
+"""Run an evaluation: ingest the corpus, answer every question, score each run, aggregate.
+
+:func:`score_run` turns one :class:`~sleuth.service.AgentSearchResponse` into a flat
+per-question record (retrieval, answer, citations, agent behaviour, latency, tokens);
+:func:`summarize` aggregates the records; :func:`run_eval` does both over a dataset.
+The metric definitions are in :mod:`sleuth.eval.metrics`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sleuth.errors import UserError
+from sleuth.eval.datasets import EvalDataset, EvalQuestion
+from sleuth.eval.metrics import (
+    CragCalibration,
+    all_in,
+    answer_contains,
+    citation_scores,
+    distinct,
+    exact_match,
+    f1_score,
+    mean,
+    percentile,
+    recall_at,
+    reciprocal_rank,
+    repeated_calls,
+)
+
+KS = (1, 2, 5, 10, 20)
+"""The cut-offs of recall@k and all-gold@k."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """How to run an evaluation.
+
+    Attributes:
+        mode: ``react`` or ``guided``.
+        limit: evaluate the first ``limit`` questions (``None``: all).
+        use_memory: let runs recall earlier runs (off by default: an evaluation question
+            must not be answered from the memory of another).
+        max_iterations: the ReAct loop cap (``None``: the setting).
+        timeout_s: per-run timeout (``None``: the setting).
+        price_input_per_mtok / price_output_per_mtok: USD per million input / output tokens,
+            to turn reported token counts into a cost (``None``: no cost).
+    """
+
+    mode: str = "react"
+    limit: int | None = None
+    use_memory: bool = False
+    max_iterations: int | None = None
+    timeout_s: float | None = None
+    price_input_per_mtok: float | None = None
+    price_output_per_mtok: float | None = None
+
+
+@dataclass
+class EvalRun:
+    """The per-question records and the summary of one evaluation."""
+
+    records: list[dict[str, Any]]
+    summary: dict[str, Any]
+    calibration: CragCalibration = field(default_factory=CragCalibration)
+
+
+def _cost(tokens: dict[str, int], config: EvalConfig) -> float | None:
+    if config.price_input_per_mtok is None and config.price_output_per_mtok is None:
+        return None
+    if not tokens:
+        return None
+    return (
+        tokens.get("input_tokens", 0) * (config.price_input_per_mtok or 0.0)
+        + tokens.get("output_tokens", 0) * (config.price_output_per_mtok or 0.0)
+    ) / 1e6
+
+
+def score_run(
+    question: EvalQuestion,
+    response: Any,
+    seconds: float,
+    config: EvalConfig,
+    calibration: CragCalibration | None = None,
+) -> dict[str, Any]:
+    """The record of one run: what it retrieved, cited and answered, scored against gold.
+
+    Args:
+        question: the evaluated question.
+        response: the run's :class:`~sleuth.service.AgentSearchResponse`.
+        seconds: the run's wall time.
+        config: prices for the cost.
+        calibration: collects the run's CRAG rounds (guided runs).
+
+    Returns:
+        A JSON-serialisable dict (one line of ``results.jsonl``).
+    """
+    trace = response.trace
+    gold = set(question.gold_source_ids)
+    retrieved = distinct(trace.get("retrieved_source_ids", []))
+    cited = distinct(c.source_id for c in response.answer.citations)
+    answer_text = response.answer.answer_text
+    insufficient = bool(response.answer.is_insufficient_context)
+    precision, recall = citation_scores(cited, gold)
+    agentic = trace.get("agentic") or {}
+    planning = agentic.get("planning") or {}
+    reflections = agentic.get("reflection") or []
+    tokens = {k: v for k, v in (trace.get("token_usage") or {}).items() if isinstance(v, int)}
+    crag = agentic.get("crag") or []
+    record: dict[str, Any] = {
+        "id": question.id,
+        "question": question.question,
+        "type": question.type,
+        "gold_source_ids": list(question.gold_source_ids),
+        "answers": list(question.answers),
+        "status": response.status.value,
+        "insufficient_context": insufficient,
+        "answer": answer_text,
+        "cited": cited,
+        "retrieved": retrieved,
+        "recall_at": {str(k): recall_at(retrieved, gold, k) for k in KS} if gold else None,
+        "all_gold_at": {str(k): all_in(retrieved[:k], gold) for k in KS} if gold else None,
+        "all_gold_retrieved": all_in(retrieved, gold) if gold else None,
+        "mrr": reciprocal_rank(retrieved, gold) if gold else None,
+        # an insufficient-context answer is not a prediction of the gold answer
+        "exact_match": (
+            (0.0 if insufficient else exact_match(answer_text, question.answers))
+            if question.answers
+            else None
+        ),
+        "f1": (
+            (0.0 if insufficient else f1_score(answer_text, question.answers))
+            if question.answers
+            else None
+        ),
+        "answer_contains": (
+            (0.0 if insufficient else answer_contains(answer_text, question.answers))
+            if question.answers
+            else None
+        ),
+        "citation_precision": precision,
+        "citation_recall": recall,
+        "citations_removed": len(trace.get("citations_removed") or []),
+        "citations_unsupported": len(trace.get("citations_unsupported") or []),
+        "ungrounded_sentences": len(response.answer.ungrounded_sentences),
+        "steps": len(response.reasoning_steps),
+        "iterations": int(trace.get("iterations") or 0),
+        "tool_calls": len(response.tool_calls),
+        "repeated_calls": repeated_calls(response.tool_calls),
+        "refinements": int(trace.get("refinements") or 0),
+        "replans": len(planning.get("replans") or []),
+        "revisions": sum(1 for r in reflections if r.get("needs_revision")),
+        "latency_s": round(seconds, 4),
+        "tokens": tokens,
+        "cost_usd": _cost(tokens, config),
+        "error": trace.get("error"),
+    }
+    if crag or response.mode == "guided":
+        target = calibration if calibration is not None else CragCalibration()
+        record["crag"] = target.add(question.question, crag, gold)
+    return record
+
+
+def _share(records: Sequence[dict[str, Any]], key: str) -> float | None:
+    return mean(None if r[key] is None else float(r[key]) for r in records)
+
+
+def _decisions(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Answered vs insufficient-context, against whether all gold ids were retrieved."""
+    rows = [r for r in records if r["all_gold_retrieved"] is not None and r["status"] != "error"]
+    table: dict[str, int] = Counter()
+    for r in rows:
+        decided = "insufficient" if r["insufficient_context"] else "answered"
+        there = "gold_retrieved" if r["all_gold_retrieved"] else "gold_missing"
+        table[f"{decided}/{there}"] += 1
+    answered = table["answered/gold_retrieved"] + table["answered/gold_missing"]
+    declined = table["insufficient/gold_retrieved"] + table["insufficient/gold_missing"]
+    return {
+        "runs": len(rows),
+        "counts": {
+            k: table[k]
+            for k in (
+                "answered/gold_retrieved",
+                "answered/gold_missing",
+                "insufficient/gold_retrieved",
+                "insufficient/gold_missing",
+            )
+        },
+        # when the agent answers, how often did it hold all the gold evidence?
+        "answered_with_gold": table["answered/gold_retrieved"] / answered if answered else None,
+        # when it declines, how often was the gold evidence really missing?
+        "insufficient_without_gold": (
+            table["insufficient/gold_missing"] / declined if declined else None
+        ),
+    }
+
+
+def summarize(
+    records: Sequence[dict[str, Any]],
+    calibration: CragCalibration | None = None,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Aggregate per-question records into the summary written to ``summary.json``.
+
+    Means skip questions a metric does not apply to (no gold ids, no gold answers, no
+    citations); each section says over how many runs it was taken.
+    """
+    n = len(records)
+    with_gold = [r for r in records if r["recall_at"] is not None]
+    with_answers = [r for r in records if r["f1"] is not None]
+    latencies = [r["latency_s"] for r in records]
+    statuses = Counter(r["status"] for r in records)
+    token_keys = sorted({k for r in records for k in r["tokens"]})
+    costs = [r["cost_usd"] for r in records if r["cost_usd"] is not None]
+    by_type: dict[str, dict[str, Any]] = {}
+    for label in sorted({r["type"] for r in records if r["type"]}):
+        group = [r for r in records if r["type"] == label]
+        by_type[label] = {
+            "questions": len(group),
+            "all_gold_retrieved": _share(group, "all_gold_retrieved"),
+            "mrr": _share(group, "mrr"),
+            "f1": _share(group, "f1"),
+            "citation_recall": _share(group, "citation_recall"),
+            "insufficient_rate": _share(group, "insufficient_context"),
+        }
+    return {
+        **(meta or {}),
+        "questions": n,
+        "retrieval": {
+            "runs": len(with_gold),
+            "recall_at": {str(k): mean(r["recall_at"][str(k)] for r in with_gold) for k in KS},
+            "all_gold_at": {
+                str(k): mean(float(r["all_gold_at"][str(k)]) for r in with_gold) for k in KS
+            },
+            "all_gold_retrieved": _share(with_gold, "all_gold_retrieved"),
+            "mrr": _share(with_gold, "mrr"),
+            "mean_retrieved_sections": mean(len(r["retrieved"]) for r in records),
+        },
+        "answer": {
+            "runs": len(with_answers),
+            "exact_match": _share(with_answers, "exact_match"),
+            "f1": _share(with_answers, "f1"),
+            "answer_contains": _share(with_answers, "answer_contains"),
+        },
+        "citations": {
+            "runs_with_citations": sum(1 for r in records if r["cited"]),
+            "precision": _share(records, "citation_precision"),
+            "recall": _share(records, "citation_recall"),
+            "mean_cited": mean(len(r["cited"]) for r in records),
+            "removed": sum(r["citations_removed"] for r in records),
+            "unsupported": sum(r["citations_unsupported"] for r in records),
+            "ungrounded_sentences": sum(r["ungrounded_sentences"] for r in records),
+        },
+        "outcome": {
+            "statuses": dict(statuses.most_common()),
+            "insufficient_rate": _share(records, "insufficient_context") if n else None,
+            "error_rate": statuses.get("error", 0) / n if n else None,
+            "decision_calibration": _decisions(records),
+        },
+        "crag_calibration": calibration.summary() if calibration and calibration.runs else [],
+        "agent": {
+            key: mean(float(r[key]) for r in records)
+            for key in (
+                "steps",
+                "iterations",
+                "tool_calls",
+                "repeated_calls",
+                "refinements",
+                "replans",
+                "revisions",
+            )
+        },
+        "latency_s": {
+            "p50": percentile(latencies, 50),
+            "p95": percentile(latencies, 95),
+            "mean": mean(latencies),
+            "max": max(latencies, default=None),
+        },
+        "tokens": {
+            "reported": bool(token_keys),
+            "total": {k: sum(r["tokens"].get(k, 0) for r in records) for k in token_keys},
+            "mean_per_run": {
+                k: mean(float(r["tokens"].get(k, 0)) for r in records) for k in token_keys
+            },
+            "cost_usd": sum(costs) if costs else None,
+        },
+        "by_type": by_type,
+    }
+
+
+def prepare_collection(
+    app: Any, dataset: EvalDataset, collection: str | None = None, progress: Any = None
+) -> dict[str, Any]:
+    """Ingest the dataset's corpus into its collection (unchanged files are skipped) and
+    check that its gold ids exist there; with ``collection`` given, nothing is ingested and
+    that existing collection is checked instead.
+
+    Returns:
+        ``{"collection", "ingest": {...totals, "seconds"}, "gold_missing": [...]}``.
+
+    Raises:
+        UserError: every corpus file failed, or the collection does not exist and there is
+            no corpus to build it from.
+    """
+    name = collection or dataset.collection
+    info: dict[str, Any] = {"collection": name, "ingest": None}
+    if dataset.corpus and collection is None:
+        started = time.perf_counter()
+        report = app.pipeline.ingest(list(dataset.corpus), name, progress=progress)
+        failed = report.by_status("failed")
+        if report.files and len(failed) == len(report.files):
+            raise UserError(
+                "the corpus could not be ingested: "
+                + "; ".join(f"{f.path}: {f.message}" for f in failed)
+            )
+        info["ingest"] = {
+            **report.totals,
+            "chunks_embedded": report.n_embedded,
+            "seconds": round(time.perf_counter() - started, 2),
+            "failures": [f"{f.path}: {f.message}" for f in failed],
+        }
+    elif app.catalog.get_collection(name) is None:
+        raise UserError(
+            f"collection '{name}' does not exist and the dataset names no corpus; "
+            "pass --corpus FILES or --collection NAME"
+        )
+    known = {source_id for source_id, _ in app.catalog.all_section_keys(name)}
+    gold = {g for q in dataset.questions for g in q.gold_source_ids}
+    info["gold_missing"] = sorted(gold - known)
+    return info
+
+
+def run_eval(
+    app: Any,
+    dataset: EvalDataset,
+    config: EvalConfig,
+    collection: str | None = None,
+    on_question: Callable[[int, dict[str, Any]], None] | None = None,
+    prepared: dict[str, Any] | None = None,
+) -> EvalRun:
+    """Evaluate ``dataset`` with ``app`` (a :class:`sleuth.app.Sleuth`).
+
+    Args:
+        app: the installation to evaluate (its settings pick the reasoner and backends).
+        dataset: questions and corpus.
+        config: mode, limit, memory, prices.
+        collection: search this collection (default: ``dataset.collection``, built from the
+            corpus).
+        on_question: called after each run with its index and record (progress bars).
+        prepared: what :func:`prepare_collection` returned, when the caller already
+            prepared the collection (to show its own ingest progress); otherwise it is
+            prepared here.
+
+    Returns:
+        The records (in question order) and the summary.
+
+    Raises:
+        UserError: bad mode, the collection cannot be prepared.
+        SleuthError: a failure that would fail every run (unknown collection, model
+            mismatch); a single run's failure is recorded in its record instead.
+    """
+    if config.mode not in ("react", "guided"):
+        raise UserError(f"unknown mode '{config.mode}': use 'react' or 'guided'")
+    name = collection or dataset.collection
+    questions = dataset.questions[: config.limit] if config.limit else dataset.questions
+    started_at = dt.datetime.now(dt.UTC)
+    if prepared is None:
+        prepared = prepare_collection(app, dataset, collection)
+    calibration = CragCalibration()
+    records: list[dict[str, Any]] = []
+    wall = time.perf_counter()
+    for index, question in enumerate(questions):
+        t0 = time.perf_counter()
+        try:
+            response = app.agent.execute_agentic_search(
+                question.question,
+                name,
+                mode=config.mode,
+                max_iterations=config.max_iterations,
+                timeout_s=config.timeout_s,
+                use_memory=config.use_memory,
+            )
+        except UserError as exc:  # this question only (e.g. too long)
+            record = _failed_record(question, str(exc), time.perf_counter() - t0)
+        else:
+            record = score_run(question, response, time.perf_counter() - t0, config, calibration)
+        records.append(record)
+        if on_question is not None:
+            on_question(index, record)
+    meta = {
+        "dataset": dataset.name,
+        "dataset_source": dataset.source,
+        "mode": config.mode,
+        "reasoner": app.agent.reasoner.name,
+        "llm": app.settings.llm,
+        "index_backend": app.settings.index_backend,
+        "embedding_model": app.settings.embedding_model,
+        "collection": prepared,
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "wall_s": round(time.perf_counter() - wall, 2),
+        "use_memory": config.use_memory,
+        "limit": config.limit,
+        "ks": list(KS),
+    }
+    return EvalRun(records, summarize(records, calibration, meta), calibration)
+
+
+def _failed_record(question: EvalQuestion, message: str, seconds: float) -> dict[str, Any]:
+    """The record of a question that could not be run: an error, scored as a miss."""
+    gold = bool(question.gold_source_ids)
+    answers = bool(question.answers)
+    return {
+        "id": question.id,
+        "question": question.question,
+        "type": question.type,
+        "gold_source_ids": list(question.gold_source_ids),
+        "answers": list(question.answers),
+        "status": "error",
+        "insufficient_context": False,
+        "answer": "",
+        "cited": [],
+        "retrieved": [],
+        "recall_at": {str(k): 0.0 for k in KS} if gold else None,
+        "all_gold_at": {str(k): False for k in KS} if gold else None,
+        "all_gold_retrieved": False if gold else None,
+        "mrr": 0.0 if gold else None,
+        "exact_match": 0.0 if answers else None,
+        "f1": 0.0 if answers else None,
+        "answer_contains": 0.0 if answers else None,
+        "citation_precision": None,
+        "citation_recall": 0.0 if gold else None,
+        "citations_removed": 0,
+        "citations_unsupported": 0,
+        "ungrounded_sentences": 0,
+        "steps": 0,
+        "iterations": 0,
+        "tool_calls": 0,
+        "repeated_calls": 0,
+        "refinements": 0,
+        "replans": 0,
+        "revisions": 0,
+        "latency_s": round(seconds, 4),
+        "tokens": {},
+        "cost_usd": None,
+        "error": message,
+    }
+
+
+__all__ = [
+    "KS",
+    "EvalConfig",
+    "EvalRun",
+    "prepare_collection",
+    "run_eval",
+    "score_run",
+    "summarize",
+]
