@@ -768,17 +768,20 @@ def eval_compare(
         return
     for warning in warnings:
         err.print(Text.assemble(("warning:", "yellow"), " ", warning), soft_wrap=True)
-    table = Table(title=f"A: {describe(sa)}\nB: {describe(sb)}")
+    out = Console(highlight=False)
+    out.print(f"A: {a} ({describe(sa)})", soft_wrap=True)
+    out.print(f"B: {b} ({describe(sb)})", soft_wrap=True)
+    table = Table()
     for name, justify in (("metric", "left"), ("A", "right"), ("B", "right"), ("B - A", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         delta = row["delta"]
-        text = "–" if delta is None else f"{delta:+.3f}"
+        text = "–" if delta is None else f"{delta + 0.0:+.3f}" if abs(delta) >= 5e-4 else "0"
         style = {"b": "green", "a": "red"}.get(row["better"] or "", "")
         table.add_row(
             row["metric"], fmt_value(row["a"]), fmt_value(row["b"]), Text(text, style=style)
         )
-    Console(highlight=False).print(table)
+    out.print(table)
 
 
 @app.command("config")

@@ -18,6 +18,7 @@ from sleuth.eval.metrics import (
     recall_at,
     reciprocal_rank,
     repeated_calls,
+    strip_citations,
 )
 
 
@@ -102,3 +103,10 @@ def test_percentile_and_mean_handle_empty_input() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert mean([None, 1.0, 3.0]) == 2.0
     assert mean([None]) is None
+
+
+def test_citation_markers_are_not_part_of_the_answer() -> None:
+    assert strip_citations("Death or life imprisonment [BNS_S103] [2].") == (
+        "Death or life imprisonment."
+    )
+    assert exact_match(strip_citations("Paris [France_capital]"), ["Paris"]) == 1.0

@@ -7,13 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage
 
 from sleuth.agents.answer import Citation, GeneratedAnswer
+from sleuth.agents.llm_reasoner import LLMReasoner
 from sleuth.agents.state import RunStatus
 from sleuth.errors import UserError
 from sleuth.eval.datasets import EvalDataset, EvalQuestion
 from sleuth.eval.report import compare_rows, load_summary, markdown_report, write_results
 from sleuth.eval.runner import EvalConfig, prepare_collection, run_eval, score_run, summarize
+from sleuth.llm.testing import ScriptedChatModel, final, tool_call
 from sleuth.service import MAX_QUESTION_CHARS, AgentSearchResponse
 from tests.helpers import make_app
 
@@ -64,7 +67,7 @@ def test_score_run_measures_retrieval_answer_citations_and_behaviour() -> None:
     resp = response(
         ["BNS_S101", "BNS_S103", "BNS_S101"],
         ["BNS_S103", "BNS_S101"],
-        "Death or imprisonment for life [BNS_S103].",
+        "The punishment is death or imprisonment for life [BNS_S103].",
         trace={
             "token_usage": {"input_tokens": 1000, "output_tokens": 250, "total_tokens": 1250},
             "agentic": {
@@ -196,3 +199,29 @@ def test_load_summary_refuses_what_eval_did_not_write(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text('{"x": 1}')
     with pytest.raises(UserError, match="not a summary written by 'sleuth eval'"):
         load_summary(tmp_path)
+
+
+def test_a_model_run_reports_short_answers_tokens_and_cost(tmp_path: Path) -> None:
+    usage = {"input_tokens": 300, "output_tokens": 20, "total_tokens": 320}
+
+    def with_usage(message: AIMessage) -> AIMessage:
+        message.usage_metadata = usage  # type: ignore[assignment]
+        return message
+
+    script = [
+        with_usage(tool_call("rag_search", {"query": "punishment for murder"})),
+        with_usage(final("Death or imprisonment for life [BNS_S103].")),
+    ]
+    model = ScriptedChatModel(script * 2)
+    app = make_app(tmp_path, reasoner=LLMReasoner(model, name="scripted"))
+    config = EvalConfig(mode="react", price_input_per_mtok=2.0, price_output_per_mtok=10.0)
+    run = run_eval(app, dataset(MURDER, MURDER), config)
+    first = run.records[0]
+    assert first["cited"] == ["BNS_S103"]
+    assert first["exact_match"] == 1.0 and first["f1"] == 1.0  # the marker is not compared
+    assert first["tokens"] == {"input_tokens": 600, "output_tokens": 40, "total_tokens": 640}
+    tokens = run.summary["tokens"]
+    assert tokens["reported"] and tokens["total"]["total_tokens"] == 1280
+    assert tokens["cost_usd"] == pytest.approx(2 * (600 * 2.0 + 40 * 10.0) / 1e6)
+    assert run.summary["reasoner"] == "scripted"
+    app.close()

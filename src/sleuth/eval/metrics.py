@@ -28,6 +28,7 @@ VERDICTS = ("SUFFICIENT", "PARTIAL", "INSUFFICIENT")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 _YES_NO = frozenset({"yes", "no", "noanswer"})
+_MARKER = re.compile(r"\s*\[[^\[\]]{1,80}\]")
 
 
 def distinct(ids: Iterable[str | None]) -> list[str]:
@@ -56,6 +57,12 @@ def reciprocal_rank(ranked: Sequence[str], gold: set[str]) -> float:
         if source_id in gold:
             return 1.0 / rank
     return 0.0
+
+
+def strip_citations(text: str) -> str:
+    """``text`` without its ``[source_id]`` citation markers (they are not part of the
+    answer an exact match or F1 compares)."""
+    return _MARKER.sub("", text).strip()
 
 
 def normalize_answer(text: str) -> str:

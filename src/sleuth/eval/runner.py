@@ -30,6 +30,7 @@ from sleuth.eval.metrics import (
     recall_at,
     reciprocal_rank,
     repeated_calls,
+    strip_citations,
 )
 
 KS = (1, 2, 5, 10, 20)
@@ -104,6 +105,7 @@ def score_run(
     retrieved = distinct(trace.get("retrieved_source_ids", []))
     cited = distinct(c.source_id for c in response.answer.citations)
     answer_text = response.answer.answer_text
+    prediction = strip_citations(answer_text)
     insufficient = bool(response.answer.is_insufficient_context)
     precision, recall = citation_scores(cited, gold)
     agentic = trace.get("agentic") or {}
@@ -128,17 +130,17 @@ def score_run(
         "mrr": reciprocal_rank(retrieved, gold) if gold else None,
         # an insufficient-context answer is not a prediction of the gold answer
         "exact_match": (
-            (0.0 if insufficient else exact_match(answer_text, question.answers))
+            (0.0 if insufficient else exact_match(prediction, question.answers))
             if question.answers
             else None
         ),
         "f1": (
-            (0.0 if insufficient else f1_score(answer_text, question.answers))
+            (0.0 if insufficient else f1_score(prediction, question.answers))
             if question.answers
             else None
         ),
         "answer_contains": (
-            (0.0 if insufficient else answer_contains(answer_text, question.answers))
+            (0.0 if insufficient else answer_contains(prediction, question.answers))
             if question.answers
             else None
         ),
