@@ -601,6 +601,9 @@ def eval_run(
     ] = False,
     max_iterations: Annotated[int | None, typer.Option(min=1, help="ReAct loop cap")] = None,
     timeout_s: Annotated[float | None, typer.Option(min=0.1, help="Per-run timeout (s)")] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, max=64, help="Questions run at once (for remote models)")
+    ] = 1,
     price_in: Annotated[
         float | None, typer.Option(min=0.0, help="USD per million input tokens (for cost)")
     ] = None,
@@ -644,6 +647,7 @@ def eval_run(
         timeout_s=timeout_s,
         price_input_per_mtok=price_in,
         price_output_per_mtok=price_out,
+        workers=workers,
     )
     s = _eval_sleuth(llm)
     total = min(limit or len(data.questions), len(data.questions))

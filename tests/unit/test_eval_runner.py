@@ -225,3 +225,21 @@ def test_a_model_run_reports_short_answers_tokens_and_cost(tmp_path: Path) -> No
     assert tokens["cost_usd"] == pytest.approx(2 * (600 * 2.0 + 40 * 10.0) / 1e6)
     assert run.summary["reasoner"] == "scripted"
     app.close()
+
+
+def test_parallel_runs_give_the_records_in_question_order(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    questions = (MURDER, THEFT, MURDER, THEFT)
+    alone = run_eval(app, dataset(*questions), EvalConfig(mode="guided"))
+    together = run_eval(app, dataset(*questions), EvalConfig(mode="guided", workers=3))
+    assert [r["id"] for r in together.records] == ["murder", "theft", "murder", "theft"]
+    for a, b in zip(alone.records, together.records, strict=True):
+        assert (a["retrieved"], a["cited"], a["status"]) == (
+            b["retrieved"],
+            b["cited"],
+            b["status"],
+        )
+    assert together.summary["workers"] == 3
+    with pytest.raises(UserError, match="workers must be at least 1"):
+        EvalConfig(workers=0)
+    app.close()

@@ -12,6 +12,7 @@ import datetime as dt
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,8 @@ class EvalConfig:
         timeout_s: per-run timeout (``None``: the setting).
         price_input_per_mtok / price_output_per_mtok: USD per million input / output tokens,
             to turn reported token counts into a cost (``None``: no cost).
+        workers: questions run at once (threads; > 1 pays off when a remote model does the
+            waiting, and makes each run's latency include contention).
     """
 
     mode: str = "react"
@@ -59,6 +62,11 @@ class EvalConfig:
     timeout_s: float | None = None
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
+    workers: int = 1
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise UserError(f"workers must be at least 1, got {self.workers}")
 
 
 @dataclass
@@ -375,10 +383,11 @@ def run_eval(
     calibration = CragCalibration()
     records: list[dict[str, Any]] = []
     wall = time.perf_counter()
-    for index, question in enumerate(questions):
+
+    def ask(question: EvalQuestion) -> tuple[Any, float]:
         t0 = time.perf_counter()
         try:
-            response = app.agent.execute_agentic_search(
+            response: Any = app.agent.execute_agentic_search(
                 question.question,
                 name,
                 mode=config.mode,
@@ -387,12 +396,21 @@ def run_eval(
                 use_memory=config.use_memory,
             )
         except UserError as exc:  # this question only (e.g. too long)
-            record = _failed_record(question, str(exc), time.perf_counter() - t0)
-        else:
-            record = score_run(question, response, time.perf_counter() - t0, config, calibration)
-        records.append(record)
-        if on_question is not None:
-            on_question(index, record)
+            response = exc
+        return response, time.perf_counter() - t0
+
+    with ThreadPoolExecutor(max_workers=config.workers) as pool:
+        # map yields in question order: records (and CRAG rounds) do not depend on timing
+        for index, (question, (response, seconds)) in enumerate(
+            zip(questions, pool.map(ask, questions), strict=True)
+        ):
+            if isinstance(response, UserError):
+                record = _failed_record(question, str(response), seconds)
+            else:
+                record = score_run(question, response, seconds, config, calibration)
+            records.append(record)
+            if on_question is not None:
+                on_question(index, record)
     meta = {
         "dataset": dataset.name,
         "dataset_source": dataset.source,
@@ -406,6 +424,7 @@ def run_eval(
         "wall_s": round(time.perf_counter() - wall, 2),
         "use_memory": config.use_memory,
         "limit": config.limit,
+        "workers": config.workers,
         "ks": list(KS),
     }
     return EvalRun(records, summarize(records, calibration, meta), calibration)

@@ -8,7 +8,10 @@ incremental updates, so its index is rebuilt from those counts (token ids, no re
 on the first BM25 search after a change: ~1 s for 20k chunks of ~120 words.
 
 Dense search is an exact dot product against a float32 matrix of L2-normalised vectors
-(dot = cosine). Hybrid search fuses the two rankings with Reciprocal Rank Fusion
+(dot = cosine), or, with ``ann="hnsw"``, an approximate search in a faiss HNSW graph
+(Malkov & Yashunin, "Efficient and robust approximate nearest neighbor search using
+Hierarchical Navigable Small World graphs", IEEE TPAMI 2018), see :class:`LocalIndex`.
+Hybrid search fuses the two rankings with Reciprocal Rank Fusion
 (Cormack et al., SIGIR 2009), see :func:`sleuth.store.index.rrf_fuse`.
 
 On-disk layout under ``directory`` (format version 1)::
@@ -42,7 +45,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import bm25s
 import numpy as np
@@ -77,6 +80,7 @@ _STEM_CACHE_MAX = 500_000
 _stem_lock = threading.Lock()
 _stemmer = Stemmer.Stemmer("english")
 _stem_cache: dict[str, str] = {}
+AnnKind = Literal["exact", "hnsw"]
 
 
 def tokenize(text: str) -> list[str]:
@@ -140,19 +144,63 @@ class LocalIndex:
     Implements :class:`sleuth.store.index.Index`. Thread-safe (one re-entrant lock per
     instance); safe to open from several processes (see the module docstring).
 
+    Dense search is exact by default. With ``ann="hnsw"`` it uses a faiss
+    ``IndexHNSWFlat`` (inner product) graph (Malkov & Yashunin, IEEE TPAMI 2018): ``M``
+    neighbours per node (``hnsw_m``), ``efConstruction`` (``ef_construction``) when
+    building, and a search beam of ``max(ef_search, k)`` candidates (``ef_search`` may be
+    changed on the instance between searches). The graph lives in memory only: it is built
+    on the first dense search after the index is opened or reloaded (about 2.5 minutes for
+    1M 384-d vectors on 2 cores, M = 32), extended in place when chunks are appended, and
+    rebuilt from scratch after a delete or a replaced chunk. faiss keeps its own copy of
+    the vectors, so memory grows by about ``4 * dim + 8 * M`` bytes per chunk. The graph's
+    candidates are re-scored exactly and ordered like the exact search (score, then
+    ``chunk_id``). A search with a ``doc_ids`` filter stays exact (filter first, then the
+    dot products), so filters are always honoured. Needs the ``faiss-cpu`` package.
+
     Args:
         directory: where the index files live; created if missing.
         dim: dimension of the dense vectors.
+        ann: ``"exact"`` (default) or ``"hnsw"``.
+        hnsw_m: HNSW neighbours per node (``ann="hnsw"`` only).
+        ef_construction: HNSW build beam width (``ann="hnsw"`` only).
+        ef_search: HNSW search beam width, at least ``k`` (``ann="hnsw"`` only).
 
     Raises:
+        ValueError: an unknown ``ann`` or a non-positive HNSW parameter.
+        ConfigError: ``ann="hnsw"`` without faiss installed.
         EmbeddingModelMismatch: the directory holds an index of another dimension.
         ConfigError: the directory holds an index of an unknown format version.
         SleuthError: the index files are corrupt (snapshot files disagree).
     """
 
-    def __init__(self, directory: Path, dim: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        dim: int,
+        ann: AnnKind = "exact",
+        hnsw_m: int = 32,
+        ef_construction: int = 64,
+        ef_search: int = 64,
+    ) -> None:
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
+        if ann not in ("exact", "hnsw"):
+            raise ValueError(f"ann must be 'exact' or 'hnsw', got {ann!r}")
+        if min(hnsw_m, ef_construction, ef_search) < 1:
+            raise ValueError("hnsw_m, ef_construction and ef_search must be >= 1")
+        self.ann: AnnKind = ann
+        self.hnsw_m = int(hnsw_m)
+        self.ef_construction = int(ef_construction)
+        self.ef_search = int(ef_search)
+        self._faiss: Any = None
+        if ann == "hnsw":
+            try:
+                import faiss
+            except ImportError as exc:
+                raise ConfigError(
+                    "LocalIndex(ann='hnsw') needs the package 'faiss-cpu' (pip install faiss-cpu)"
+                ) from exc
+            self._faiss = faiss
         self.directory = Path(directory)
         self.dim = int(dim)
         self._lock = threading.RLock()
@@ -380,6 +428,8 @@ class LocalIndex:
         self._n = 0
         self._bm25: bm25s.BM25 | None = None  # built from _terms/_tfs when dirty
         self._bm25_dirty = True
+        self._hnsw: Any = None  # faiss HNSW graph over rows 0.._hnsw_rows-1 (ann="hnsw")
+        self._hnsw_rows = 0
 
     def _chunk(self, row: int) -> Chunk:
         chunk = self._parsed[row]
@@ -430,6 +480,9 @@ class LocalIndex:
                 self._terms.append(terms)
                 self._tfs.append(tfs)
             else:
+                if row < self._hnsw_rows:  # a vector inside the graph changed: rebuild
+                    self._hnsw = None
+                    self._hnsw_rows = 0
                 self._parsed[row] = None
                 self._lines[row] = line
                 self._terms[row] = terms
@@ -464,6 +517,8 @@ class LocalIndex:
         self._row = {cid: i for i, cid in enumerate(self._ids)}
         self._n = m
         self._bm25_dirty = True
+        self._hnsw = None  # rows were renumbered: rebuild the graph on the next search
+        self._hnsw_rows = 0
         return removed
 
     # ------------------------------------------------------------------ search internals
@@ -539,10 +594,48 @@ class LocalIndex:
     ) -> list[tuple[int, float]]:
         if self._n == 0:
             return []
+        if self.ann == "hnsw" and doc_ids is None:
+            return self._hnsw_rows_for(q, k)
         # einsum, not BLAS: a memory-bound matvec gains nothing from BLAS threads, which
         # stall for ms on a busy machine, and einsum's result does not depend on them.
         scores = np.einsum("ij,j->i", self._vecs[: self._n], q)
         return self._top_rows(scores, doc_ids, k)
+
+    def ensure_ann(self) -> None:
+        """Build (or extend) the HNSW graph now instead of on the next dense search.
+
+        A no-op for ``ann="exact"``.
+        """
+        with self._lock:
+            self._check_open()
+            self._catch_up()
+            if self.ann == "hnsw":
+                self._ensure_hnsw()
+
+    def _ensure_hnsw(self) -> Any:
+        """The HNSW graph over all rows: built, or extended with appended rows, as needed."""
+        if self._hnsw is None:
+            faiss = self._faiss
+            graph = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            graph.hnsw.efConstruction = self.ef_construction
+            self._hnsw, self._hnsw_rows = graph, 0
+        if self._hnsw_rows < self._n:  # appended rows only: earlier ones are unchanged
+            self._hnsw.add(self._vecs[self._hnsw_rows : self._n])
+            self._hnsw_rows = self._n
+        return self._hnsw
+
+    def _hnsw_rows_for(self, q: np.ndarray, k: int) -> list[tuple[int, float]]:
+        graph = self._ensure_hnsw()
+        params = self._faiss.SearchParametersHNSW()
+        params.efSearch = max(self.ef_search, k)
+        _, found = graph.search(q[None, :], min(k, self._n), params=params)
+        rows = found[0][found[0] >= 0]
+        # Exact scores of the candidates, ordered as the exact search orders them.
+        scores = np.einsum("ij,j->i", self._vecs[rows], q)
+        ids = self._ids
+        pairs = [(int(r), float(s)) for r, s in zip(rows, scores, strict=True)]
+        pairs.sort(key=lambda p: (-p[1], ids[p[0]]))
+        return pairs[:k]
 
     def _top_rows(
         self, scores: np.ndarray, doc_ids: Sequence[str] | None, k: int
