@@ -243,3 +243,15 @@ def test_parallel_runs_give_the_records_in_question_order(tmp_path: Path) -> Non
     with pytest.raises(UserError, match="workers must be at least 1"):
         EvalConfig(workers=0)
     app.close()
+
+
+def test_a_model_that_keeps_replying_unusably_is_an_error_with_a_reason(tmp_path: Path) -> None:
+    model = ScriptedChatModel([tool_call("rag_search", "{broken json")], repeat_last=True)
+    app = make_app(tmp_path, reasoner=LLMReasoner(model, name="scripted"))
+    run = run_eval(app, dataset(MURDER), EvalConfig(mode="react"))
+    record = run.records[0]
+    assert record["status"] == "error"
+    assert record["error"].startswith("the run ended in status error; last step:")
+    assert "rag_search" in record["error"]
+    assert run.summary["outcome"]["error_rate"] == 1.0
+    app.close()

@@ -28,7 +28,7 @@ from sleuth.agents.heuristic import compose_answer
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
 from sleuth.prompts import load_prompt
-from sleuth.tools.base import RunContext, ToolRegistry
+from sleuth.tools.base import RunContext, ToolRegistry, json_parameters
 
 FINAL_TOOL = "final_answer"
 FIX_HINT = "Please fix your mistakes."
@@ -36,14 +36,13 @@ _INSUFFICIENT_MARKERS = ("insufficient context", "not enough information", "does
 
 
 def final_answer_spec() -> dict[str, Any]:
-    schema = AnswerDraft.model_json_schema()
-    schema.pop("title", None)
+    """The ``final_answer`` tool's OpenAI-style function spec (parameters: AnswerDraft)."""
     return {
         "type": "function",
         "function": {
             "name": FINAL_TOOL,
             "description": "Give the final, cited answer and end the run.",
-            "parameters": schema,
+            "parameters": json_parameters(AnswerDraft),
         },
     }
 

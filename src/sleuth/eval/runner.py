@@ -167,12 +167,23 @@ def score_run(
         "latency_s": round(seconds, 4),
         "tokens": tokens,
         "cost_usd": _cost(tokens, config),
-        "error": trace.get("error"),
+        "error": trace.get("error") or _status_error(response),
     }
     if crag or response.mode == "guided":
         target = calibration if calibration is not None else CragCalibration()
         record["crag"] = target.add(question.question, crag, gold)
     return record
+
+
+def _status_error(response: Any) -> str | None:
+    """Why a run that ended in status ``error`` without an exception did so: the last thing
+    its trace observed (e.g. a model whose replies could not be used)."""
+    if response.status.value != "error":
+        return None
+    for step in reversed(response.reasoning_steps):
+        if step.step_type.value in ("observe", "think") and step.content:
+            return f"the run ended in status error; last step: {step.content[:300]}"
+    return "the run ended in status error"
 
 
 def _share(records: Sequence[dict[str, Any]], key: str) -> float | None:

@@ -25,6 +25,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
+from sleuth.tools.base import json_parameters
+
 T = TypeVar("T", bound=BaseModel)
 
 StructuredPath = Literal["llm", "llm_after_retry", "fallback"]
@@ -65,8 +67,7 @@ def schema_tool(
     schema: type[BaseModel], name: str, description: str | None = None
 ) -> dict[str, Any]:
     """OpenAI-style function spec whose parameters are ``schema``'s JSON schema."""
-    parameters = schema.model_json_schema()
-    parameters.pop("title", None)
+    parameters = json_parameters(schema)
     doc = description or (schema.__doc__ or name).strip().splitlines()[0]
     return {
         "type": "function",
