@@ -7,6 +7,7 @@ message on stderr and exit code 1, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -604,6 +605,10 @@ def eval_run(
     workers: Annotated[
         int, typer.Option(min=1, max=64, help="Questions run at once (for remote models)")
     ] = 1,
+    seed: Annotated[
+        int | None,
+        typer.Option(help="Shuffle the questions with this seed first (--limit: a sample)"),
+    ] = None,
     price_in: Annotated[
         float | None, typer.Option(min=0.0, help="USD per million input tokens (for cost)")
     ] = None,
@@ -623,8 +628,15 @@ def eval_run(
             "(see 'sleuth eval --help')",
             EXIT_USAGE,
         )
+    mode = mode.strip().lower()
     if mode not in ("react", "guided"):
         raise _fail(f"--mode must be react or guided, not '{mode}'", EXIT_USAGE)
+    if corpus and collection is not None:
+        raise _fail(
+            "--corpus and --collection exclude each other: the corpus is ingested into the "
+            "dataset's own collection, --collection searches an existing one as it is",
+            EXIT_USAGE,
+        )
     from sleuth.eval.datasets import load_dataset
     from sleuth.eval.report import write_results
     from sleuth.eval.runner import EvalConfig, run_eval
@@ -635,10 +647,6 @@ def eval_run(
         raise _fail(str(exc), EXIT_USAGE) from exc
     if collection is not None:
         collection = _collection(collection)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    folder = out or Path("eval-results") / f"{data.name}-{mode}-{stamp}"
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise _fail(f"{folder} exists and is not empty; choose another --out", EXIT_USAGE)
     config = EvalConfig(
         mode=mode,
         limit=limit,
@@ -648,8 +656,10 @@ def eval_run(
         price_input_per_mtok=price_in,
         price_output_per_mtok=price_out,
         workers=workers,
+        seed=seed,
     )
     s = _eval_sleuth(llm)
+    folder = _results_folder(out, data.name, mode, s.settings.llm)
     total = min(limit or len(data.questions), len(data.questions))
     try:
         if as_json:
@@ -658,14 +668,98 @@ def eval_run(
             run = _eval_with_progress(s, data, config, collection, total)
         files = write_results(run, folder)
     except SleuthError as exc:
+        _remove_if_empty(folder)
         raise _fail(str(exc)) from exc
+    except BaseException:
+        _remove_if_empty(folder)
+        raise
     finally:
         s.close()
+    summary = run.summary
     if as_json:
-        typer.echo(json.dumps({**run.summary, "results_dir": str(folder)}, indent=2))
-        return
-    _print_eval_summary(run.summary)
-    typer.echo(f"results: {folder}/ ({', '.join(f.name for f in files)})")
+        typer.echo(json.dumps({**summary, "results_dir": str(folder)}, indent=2))
+    else:
+        _print_eval_summary(summary)
+        for warning in _eval_warnings(run):
+            err.print(Text.assemble(("warning:", "yellow"), " ", warning), soft_wrap=True)
+        typer.echo(f"results: {folder}/ ({', '.join(f.name for f in files)})")
+    if summary["interrupted"]:
+        err.print(
+            f"interrupted after {summary['questions']} of {summary['questions_planned']} "
+            f"questions; the results of those are in {folder}/",
+            soft_wrap=True,
+        )
+        raise typer.Exit(130)
+    if summary["questions"] and summary["outcome"]["error_rate"] == 1.0:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def _results_folder(out: Path | None, dataset: str, mode: str, llm: str) -> Path:
+    """The results folder, created now (empty), so a bad path fails before any run.
+
+    The default ``eval-results/<dataset>-<mode>-<llm>-<time>`` gets ``-2``, ``-3``... when
+    another evaluation started in the same second.
+    """
+    if out is not None:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise _fail(f"{out} exists and is not empty; choose another --out", EXIT_USAGE)
+        candidates = [out]
+    else:
+        slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in llm)
+        base = Path("eval-results") / f"{dataset}-{mode}-{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
+        candidates = [base, *(base.with_name(f"{base.name}-{n}") for n in range(2, 100))]
+    for folder in candidates:
+        try:
+            folder.mkdir(parents=True, exist_ok=out is not None)
+            probe = folder / ".write-test"
+            probe.write_bytes(b"")
+            probe.unlink()
+            return folder
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise _fail(
+                f"cannot write the results to {folder}: {exc.strerror or exc}", EXIT_USAGE
+            ) from exc
+    raise _fail(f"could not create a results folder next to {candidates[0]}", EXIT_USAGE)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """Remove the results folder (and a default ``eval-results/`` parent) if still empty."""
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only if nothing was written
+        if folder.parent.name == "eval-results":
+            folder.parent.rmdir()
+
+
+def _eval_warnings(run) -> list[str]:  # type: ignore[no-untyped-def]
+    """What a user must not miss: failed runs, missing gold ids, corpus problems."""
+    s = run.summary
+    warnings = []
+    errors = [r for r in run.records if r["status"] == "error"]
+    if errors:
+        warnings.append(
+            f"{len(errors)} of {s['questions']} runs ended in status error (scored as "
+            f"misses); the first: {errors[0]['error']}"
+        )
+    missing = s["collection"].get("gold_missing") or []
+    if missing:
+        shown = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
+        warnings.append(
+            f"{len(missing)} gold source ids are not in collection "
+            f"'{s['collection']['collection']}' ({shown}); questions citing them cannot score "
+            "full recall — check the ids with 'sleuth search'"
+        )
+    ingest = s["collection"].get("ingest") or {}
+    for failure in ingest.get("failures") or []:
+        warnings.append(f"corpus file not ingested: {failure}")
+    removed = ingest.get("removed_documents") or []
+    if removed:
+        warnings.append(
+            f"removed {len(removed)} documents that are no longer in the corpus from "
+            f"'{s['collection']['collection']}': {', '.join(removed[:5])}"
+        )
+    return warnings
 
 
 def _eval_sleuth(llm: str | None):  # type: ignore[no-untyped-def]
@@ -675,12 +769,18 @@ def _eval_sleuth(llm: str | None):  # type: ignore[no-untyped-def]
     from pydantic import ValidationError
 
     from sleuth.app import Sleuth
+    from sleuth.llm.factory import parse_llm_spec
 
+    try:
+        parse_llm_spec(llm)
+    except SleuthError as exc:
+        message = str(exc).replace("SLEUTH_LLM=", "")
+        raise _fail(f"--llm: {message}", EXIT_USAGE) from exc
     try:
         settings = Settings(llm=llm)
     except ValidationError as exc:
-        for line in validation_messages(exc).values():
-            _error_line(line)
+        for field, line in validation_messages(exc).items():
+            _error_line(f"--llm: {line}" if field == "llm" else line)
         raise typer.Exit(EXIT_USAGE) from exc
     return Sleuth(settings)
 
@@ -735,6 +835,7 @@ def _print_eval_summary(summary: dict) -> None:  # type: ignore[type-arg]
         ("answer contains gold", a["answer_contains"]),
         ("citation precision / recall", f"{fmt_value(c['precision'])} / {fmt_value(c['recall'])}"),
         ("insufficient-context rate", o["insufficient_rate"]),
+        ("error rate", o["error_rate"]),
         ("tool calls per run", summary["agent"]["tool_calls"]),
         (
             "latency p50 / p95 (s)",
@@ -754,6 +855,7 @@ def eval_compare(
 ) -> None:
     """Print two evaluations side by side with deltas (B - A)."""
     from sleuth.eval.report import (
+        changed_questions,
         comparability_warnings,
         compare_rows,
         describe,
@@ -767,8 +869,10 @@ def eval_compare(
         raise _fail(str(exc), EXIT_USAGE) from exc
     rows = compare_rows(sa, sb)
     warnings = comparability_warnings(sa, sb)
+    changed = changed_questions(a, b)
     if as_json:
-        typer.echo(json.dumps({"a": str(a), "b": str(b), "warnings": warnings, "rows": rows}))
+        payload = {"a": str(a), "b": str(b), "warnings": warnings, "rows": rows}
+        typer.echo(json.dumps({**payload, "changed_questions": changed}))
         return
     for warning in warnings:
         err.print(Text.assemble(("warning:", "yellow"), " ", warning), soft_wrap=True)
@@ -786,6 +890,13 @@ def eval_compare(
             row["metric"], fmt_value(row["a"]), fmt_value(row["b"]), Text(text, style=style)
         )
     out.print(table)
+    if changed:
+        shown = Table(title=f"Questions whose outcome changed ({len(changed)}; first 20)")
+        for name in ("id", "question", "what", "A", "B"):
+            shown.add_column(name)
+        for c in changed[:20]:
+            shown.add_row(c["id"], c["question"], c["change"], fmt_value(c["a"]), fmt_value(c["b"]))
+        out.print(shown)
 
 
 @app.command("config")

@@ -80,6 +80,17 @@ class Settings(BaseSettings):
     index_backend: Literal["local", "milvus"] = Field(
         default="local", description="'local' (bm25s + numpy, embedded) or 'milvus'"
     )
+    local_ann: Literal["exact", "hnsw"] = Field(
+        default="exact",
+        description="Dense search of the local backend: 'exact' (numpy dot products) or "
+        "'hnsw' (faiss HNSW graph, approximate; for ~100k+ chunks; needs sleuth[ann])",
+    )
+    hnsw_ef_search: int = Field(
+        default=64,
+        ge=1,
+        le=4096,
+        description="HNSW search beam width (higher: better recall, slower); local_ann=hnsw",
+    )
     milvus_uri: str | None = Field(
         default=None,
         description="Milvus server URI (http://host:19530); default: Milvus Lite file in data_dir",
@@ -178,7 +189,7 @@ class Settings(BaseSettings):
         parse_mcp_servers(value)  # a ValueError names the server and the field
         return value
 
-    @field_validator("index_backend", "planner", "reflection", mode="before")
+    @field_validator("index_backend", "local_ann", "planner", "reflection", mode="before")
     @classmethod
     def _lower_choices(cls, value: object) -> object:
         """Choices are case-insensitive: ``SLEUTH_REFLECTION=OFF`` is ``off``."""

@@ -56,7 +56,7 @@ def test_eval_writes_the_results_folder(own_dataset: Path, tmp_path: Path) -> No
     assert "results: a/" in result.stdout and "all gold retrieved" in result.stdout
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["questions"] == 2 and summary["dataset"] == "camelids"
-    assert summary["collection"]["collection"] == "eval_camelids"
+    assert summary["collection"]["collection"].startswith("eval_camelids_")
     assert summary["collection"]["ingest"]["added"] == 1
     assert summary["retrieval"]["all_gold_retrieved"] == 1.0
     assert len((tmp_path / "a" / "results.jsonl").read_text().splitlines()) == 2
@@ -83,9 +83,10 @@ def test_eval_writes_the_results_folder(own_dataset: Path, tmp_path: Path) -> No
 def test_eval_reuses_an_existing_collection(own_dataset: Path, tmp_path: Path) -> None:
     first = runner.invoke(cli.app, ["eval", "-d", str(own_dataset), "--out", "a"])
     assert first.exit_code == 0, first.output
+    built = json.loads((tmp_path / "a" / "summary.json").read_text())["collection"]
     result = runner.invoke(
         cli.app,
-        ["eval", "-d", str(own_dataset / "questions.jsonl"), "-c", "eval_camelids", "--json"],
+        ["eval", "-d", str(own_dataset / "questions.jsonl"), "-c", built["collection"], "--json"],
     )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
@@ -99,10 +100,13 @@ def test_eval_reuses_an_existing_collection(own_dataset: Path, tmp_path: Path) -
         (["eval"], "give --dataset"),
         (["eval", "-d", "nowhere.jsonl"], "unknown dataset 'nowhere.jsonl'"),
         (["eval", "-d", "{q}", "--mode", "chain"], "--mode must be react or guided"),
+        (["eval", "-d", "{q}", "--mode", "GUIDED", "--out", "{q}"], "exists and is not empty"),
         (["eval", "-d", "{q}", "-c", "a/b"], "invalid collection name"),
         (["eval", "-d", "{bad}"], "bad.jsonl:2: field 'question' must be a non-empty string"),
         (["eval", "-d", "{q}", "--out", "{q}"], "exists and is not empty"),
-        (["eval", "-d", "{q}", "-c", "missing"], "collection 'missing' does not exist"),
+        (["eval", "-d", "{q}", "-c", "missing"], "collection 'missing' does not exist; leave"),
+        (["eval", "-d", "{q}", "-c", "x", "--corpus", "{q}"], "exclude each other"),
+        (["eval", "-d", "{q}", "--out", "{bad}/sub"], "cannot write the results to"),
         (["eval", "compare", "nowhere", "{q}"], "no summary.json in nowhere"),
     ],
 )
@@ -116,3 +120,11 @@ def test_bad_input_is_one_line_and_creates_nothing(
     assert result.exit_code in (1, 2), result.output
     assert message in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "eval-results").exists()
+
+
+def test_an_unknown_llm_is_a_usage_error_naming_the_option(tmp_path: Path) -> None:
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"question": "Q?"}\n')
+    result = runner.invoke(cli.app, ["eval", "-d", str(questions), "--llm", "bogus"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: --llm: ") and "bogus" in result.stderr

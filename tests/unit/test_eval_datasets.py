@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,12 @@ def test_generic_jsonl_reads_every_field(tmp_path: Path) -> None:
         json.dumps({"question": "Q2?", "answers": ["b", " "], "type": "bridge", "extra": 1}),
     )
     ds = load_jsonl(path, corpus=[tmp_path])
-    assert ds.name == "qa" and ds.collection == "eval_qa" and ds.corpus == (tmp_path,)
+    assert ds.name == "qa" and ds.corpus == (tmp_path.resolve(),)
+    # one collection per questions file: a same-named file elsewhere gets another
+    assert re.fullmatch(r"eval_qa_[0-9a-f]{8}", ds.collection)
+    (tmp_path / "other").mkdir()
+    twin = write_lines(tmp_path / "other" / "qa.jsonl", json.dumps({"question": "Q?"}))
+    assert load_jsonl(twin).collection != ds.collection
     first, second = ds.questions
     assert (first.id, first.question, first.answers, first.gold_source_ids) == (
         "a",
@@ -46,7 +52,7 @@ def test_a_folder_brings_its_corpus(tmp_path: Path) -> None:
     (tmp_path / "mine" / "corpus").mkdir(parents=True)
     write_lines(tmp_path / "mine" / "questions.jsonl", json.dumps({"question": "Q?"}))
     ds = load_dataset(str(tmp_path / "mine"))
-    assert ds.name == "mine" and ds.corpus == (tmp_path / "mine" / "corpus",)
+    assert ds.name == "mine" and ds.corpus == ((tmp_path / "mine" / "corpus").resolve(),)
 
 
 @pytest.mark.parametrize(
@@ -61,6 +67,8 @@ def test_a_folder_brings_its_corpus(tmp_path: Path) -> None:
         ('{"question": "Q", "id": "q1"}', "qa.jsonl:2: id 'q1' appears twice"),
         ('{"question": "Q", "id": true}', "qa.jsonl:2: field 'id' must be a string"),
         ('{"question": "Q", "type": 7}', "qa.jsonl:2: field 'type' must be a string"),
+        ('{"question": "' + "x" * 4001 + '"}', "qa.jsonl:2: field 'question' is 4,001 char"),
+        ('{"question": "Q", ', "qa.jsonl:2: not valid JSON (Expecting property name"),
     ],
 )
 def test_bad_lines_name_file_line_and_field(tmp_path: Path, line: str, expected: str) -> None:
@@ -68,6 +76,12 @@ def test_bad_lines_name_file_line_and_field(tmp_path: Path, line: str, expected:
     with pytest.raises(UserError) as info:
         load_jsonl(path)
     assert expected in str(info.value)
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"question": "Q?"}).encode())
+    assert load_jsonl(path).questions[0].question == "Q?"
 
 
 def test_missing_or_empty_files_are_clear_errors(tmp_path: Path) -> None:

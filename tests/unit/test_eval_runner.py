@@ -15,7 +15,14 @@ from sleuth.agents.state import RunStatus
 from sleuth.errors import UserError
 from sleuth.eval.datasets import EvalDataset, EvalQuestion
 from sleuth.eval.report import compare_rows, load_summary, markdown_report, write_results
-from sleuth.eval.runner import EvalConfig, prepare_collection, run_eval, score_run, summarize
+from sleuth.eval.runner import (
+    EvalAborted,
+    EvalConfig,
+    prepare_collection,
+    run_eval,
+    score_run,
+    summarize,
+)
 from sleuth.llm.testing import ScriptedChatModel, final, tool_call
 from sleuth.service import MAX_QUESTION_CHARS, AgentSearchResponse
 from tests.helpers import make_app
@@ -239,19 +246,77 @@ def test_parallel_runs_give_the_records_in_question_order(tmp_path: Path) -> Non
             b["cited"],
             b["status"],
         )
-    assert together.summary["workers"] == 3
+    assert together.summary["settings"]["workers"] == 3
     with pytest.raises(UserError, match="workers must be at least 1"):
         EvalConfig(workers=0)
     app.close()
 
 
-def test_a_model_that_keeps_replying_unusably_is_an_error_with_a_reason(tmp_path: Path) -> None:
+def test_an_evaluation_whose_first_runs_all_fail_stops_with_the_reason(tmp_path: Path) -> None:
     model = ScriptedChatModel([tool_call("rag_search", "{broken json")], repeat_last=True)
     app = make_app(tmp_path, reasoner=LLMReasoner(model, name="scripted"))
-    run = run_eval(app, dataset(MURDER), EvalConfig(mode="react"))
-    record = run.records[0]
-    assert record["status"] == "error"
-    assert record["error"].startswith("the run ended in status error; last step:")
-    assert "rag_search" in record["error"]
-    assert run.summary["outcome"]["error_rate"] == 1.0
+    with pytest.raises(EvalAborted) as info:
+        run_eval(app, dataset(MURDER, THEFT, MURDER, THEFT), EvalConfig(mode="react"))
+    message = str(info.value)
+    assert message.startswith("the first 3 runs all failed, so the evaluation stopped:")
+    assert "the run ended in status error; last step:" in message and "rag_search" in message
+    app.close()
+
+
+def test_errors_and_timeouts_are_not_declines(tmp_path: Path) -> None:
+    resp = response(["BNS_S101"], [], "insufficient", insufficient=True)
+    resp.status = RunStatus.TIMEOUT
+    record = score_run(MURDER, resp, 0.1, EvalConfig())
+    assert record["insufficient_context"] is False
+    s = summarize([record])
+    assert s["outcome"]["insufficient_rate"] == 0.0
+    assert s["outcome"]["decision_calibration"]["runs"] == 0  # not a judgement of evidence
+
+
+def test_seeded_sample_and_interrupt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(tmp_path)
+    questions = tuple(
+        EvalQuestion(id=str(i), question=q)
+        for i, q in enumerate(["What is murder?", "What is theft?", "Punishment for murder?"] * 3)
+    )
+    first = run_eval(app, dataset(*questions), EvalConfig(limit=4, seed=7))
+    again = run_eval(app, dataset(*questions), EvalConfig(limit=4, seed=7))
+    ids = [r["id"] for r in first.records]
+    assert ids == [r["id"] for r in again.records] and ids != ["0", "1", "2", "3"]
+    calls = {"n": 0}
+    real = app.agent.execute_agentic_search
+
+    def interrupted_on_third(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(app.agent, "execute_agentic_search", interrupted_on_third)
+    run = run_eval(app, dataset(*questions), EvalConfig())
+    assert run.summary["interrupted"] is True
+    assert [r["id"] for r in run.records] == ["0", "1"]
+    assert run.summary["questions"] == 2 and run.summary["questions_planned"] == 9
+    app.close()
+
+
+def test_the_collection_holds_exactly_the_corpus(tmp_path: Path) -> None:
+    app = make_app(tmp_path / "data")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "rivers.md").write_text("# Rivers\n\n## Nile\n\nThe Nile flows north.\n")
+    (corpus / "hills.md").write_text("# Hills\n\n## Alps\n\nThe Alps are high.\n")
+    q = EvalQuestion(id="n", question="Which way does the Nile flow?", gold_source_ids=("x",))
+    both = EvalDataset(name="geo", questions=(q,), corpus=(corpus,), collection="geo")
+    first = prepare_collection(app, both)
+    assert first["ingest"]["added"] == 2 and first["gold_missing"] == ["x"]
+    only_rivers = EvalDataset(
+        name="geo", questions=(q,), corpus=(corpus / "rivers.md",), collection="geo"
+    )
+    second = prepare_collection(app, only_rivers)
+    assert second["ingest"]["unchanged"] == 1
+    assert [Path(p).name for p in second["ingest"]["removed_documents"]] == ["hills.md"]
+    assert [d.path for d in app.catalog.list_documents("geo")] == [
+        str((corpus / "rivers.md").resolve())
+    ] or len(app.catalog.list_documents("geo")) == 1
     app.close()

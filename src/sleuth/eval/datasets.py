@@ -14,7 +14,8 @@ Three sources:
 
       {"id": "q1", "question": "…", "answers": ["…"], "gold_source_ids": ["BNS_S103"]}
 
-  ``question`` is required; ``answers`` (a list of strings, or one string),
+  ``question`` is required (at most 4,000 characters); ``answers`` (a list of strings, or
+  one string),
   ``gold_source_ids`` (a list of strings), ``id`` (default: the line number) and ``type``
   (a label to group results by) are optional. The corpus to ingest is given with
   ``--corpus`` (files or folders), or, when the path is a folder, is that folder's
@@ -26,6 +27,7 @@ or ``shared/data`` / ``../shared/data`` under the current directory); nothing is
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.errors import UserError
+from sleuth.service import MAX_QUESTION_CHARS
 
 BUILTIN = ("hotpotqa", "statutes")
 STATUTE_ACTS = (
@@ -222,14 +225,14 @@ def load_jsonl(path: Path, corpus: Sequence[Path] = ()) -> EvalDataset:
 
     Raises:
         UserError: the file is missing, a line is not a JSON object, a field has the wrong
-            type, ``question`` is missing or empty, or an id repeats (the message names the
-            file, the line and the field).
+            type, ``question`` is missing, empty or too long, or an id repeats (the message
+            names the file, the line and the field).
     """
     path = Path(path)
     folder_corpus: tuple[Path, ...] = ()
     if path.is_dir():
         if (path / CORPUS_DIR).is_dir():
-            folder_corpus = (path / CORPUS_DIR,)
+            folder_corpus = ((path / CORPUS_DIR).resolve(),)
         path = path / QUESTIONS_FILE
     if not path.is_file():
         raise UserError(f"no such dataset file: {path}")
@@ -239,7 +242,7 @@ def load_jsonl(path: Path, corpus: Sequence[Path] = ()) -> EvalDataset:
     questions: list[EvalQuestion] = []
     seen: set[str] = set()
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text ({exc})") from exc
     for number, line in enumerate(lines, start=1):
@@ -249,12 +252,17 @@ def load_jsonl(path: Path, corpus: Sequence[Path] = ()) -> EvalDataset:
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UserError(f"{where}: not valid JSON ({exc.msg})") from exc
+            raise UserError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
         if not isinstance(item, dict):
             raise UserError(f"{where}: expected a JSON object with a 'question' field")
         question = item.get("question")
         if not isinstance(question, str) or not question.strip():
             raise UserError(f"{where}: field 'question' must be a non-empty string")
+        if len(question.strip()) > MAX_QUESTION_CHARS:
+            raise UserError(
+                f"{where}: field 'question' is {len(question.strip()):,} characters long, at "
+                f"most {MAX_QUESTION_CHARS:,}"
+            )
         qid = item.get("id", str(number))
         if not isinstance(qid, str | int) or isinstance(qid, bool):
             raise UserError(f"{where}: field 'id' must be a string or an integer")
@@ -276,12 +284,16 @@ def load_jsonl(path: Path, corpus: Sequence[Path] = ()) -> EvalDataset:
         )
     if not questions:
         raise UserError(f"{path}: no questions (one JSON object per line)")
+    path = path.resolve()
     name = path.parent.name if path.name == QUESTIONS_FILE else path.stem
+    # one collection per questions file: two files with the same name do not share one
+    digest = hashlib.sha256(str(path).encode("utf-8")).hexdigest()[:8]
+    slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:40]
     return EvalDataset(
         name=name,
         questions=tuple(questions),
-        corpus=tuple(Path(c) for c in corpus) or folder_corpus,
-        collection="eval_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:58],
+        corpus=tuple(Path(c).resolve() for c in corpus) or folder_corpus,
+        collection=f"eval_{slug}_{digest}",
         source=str(path),
     )
 

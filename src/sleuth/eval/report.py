@@ -49,12 +49,16 @@ COMPARED: tuple[tuple[str, tuple[str, ...], bool | None], ...] = (
         ("outcome", "decision_calibration", "insufficient_without_gold"),
         True,
     ),
+    ("removed citations", ("citations", "removed"), False),
+    ("unsupported citations", ("citations", "unsupported"), False),
+    ("ungrounded sentences", ("citations", "ungrounded_sentences"), False),
     ("steps", ("agent", "steps"), None),
     ("tool calls", ("agent", "tool_calls"), None),
     ("repeated calls", ("agent", "repeated_calls"), False),
     ("refinement rounds", ("agent", "refinements"), None),
     ("latency p50 (s)", ("latency_s", "p50"), False),
     ("latency p95 (s)", ("latency_s", "p95"), False),
+    ("total tokens", ("tokens", "total", "total_tokens"), False),
     ("cost (USD)", ("tokens", "cost_usd"), False),
 )
 
@@ -101,7 +105,10 @@ def write_plots(run: EvalRun, out_dir: Path) -> list[Path]:
     ax.set_ylabel("share")
     ax.set_title(f"Retrieval — {title}", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no question has gold source ids", ha="center", transform=ax.transAxes)
     written.append(_save(fig, out_dir / PLOTS[0]))
 
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -114,7 +121,8 @@ def write_plots(run: EvalRun, out_dir: Path) -> list[Path]:
     ax.set_xlabel("run latency (s)")
     ax.set_ylabel("questions")
     ax.set_title(f"Latency — {title}", fontsize=10)
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
     written.append(_save(fig, out_dir / PLOTS[1]))
 
     crag = [c for c in s.get("crag_calibration") or [] if c["verdict"] != "all"]
@@ -146,7 +154,10 @@ def write_plots(run: EvalRun, out_dir: Path) -> list[Path]:
     ax.bar(labels, without, bottom=with_gold, label="gold missing", color="#c4704f")
     ax.set_ylabel("runs")
     ax.set_title("Answer or decline vs gold evidence", fontsize=10)
-    ax.legend()
+    if decisions["runs"]:
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no judged run with gold ids", ha="center", transform=ax.transAxes)
     fig.suptitle(title, fontsize=10)
     written.append(_save(fig, out_dir / PLOTS[2]))
     return written
@@ -285,6 +296,7 @@ def markdown_report(run: EvalRun, plots: Sequence[Path] = ()) -> str:
         f"Insufficient-context rate: {fmt_value(o['insufficient_rate'])} · error rate: "
         f"{fmt_value(o['error_rate'])}",
         "",
+        *_error_lines(run),
         "Answer or decline, against whether the run retrieved all gold sections "
         f"({d['runs']} runs):",
         "",
@@ -366,7 +378,7 @@ def markdown_report(run: EvalRun, plots: Sequence[Path] = ()) -> str:
     misses = [r for r in run.records if r["all_gold_retrieved"] is False]
     if misses:
         out += [
-            f"## Gold not retrieved ({len(misses)} questions; first {MAX_MISSES_SHOWN})",
+            f"## Not all gold retrieved ({len(misses)} questions; first {MAX_MISSES_SHOWN})",
             "",
             md_table(
                 ["id", "question", "gold", "retrieved (first 5)", "status"],
@@ -386,13 +398,40 @@ def markdown_report(run: EvalRun, plots: Sequence[Path] = ()) -> str:
     return "\n".join(out)
 
 
+def _error_lines(run: EvalRun) -> list[str]:
+    errors = [r for r in run.records if r["status"] == "error"]
+    if not errors:
+        return []
+    return [
+        f"Runs that ended in status error ({len(errors)}; first {MAX_MISSES_SHOWN}):",
+        "",
+        md_table(["id", "error"], [[r["id"], _cut(r["error"] or "", 300)] for r in errors[:10]]),
+        "",
+    ]
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _ingest_line(ingest: dict[str, Any]) -> str:
     if not ingest:
         return "none (existing collection)"
-    return (
-        f"{ingest.get('added', 0)} added, {ingest.get('unchanged', 0)} unchanged, "
-        f"{ingest.get('chunks_embedded', 0)} chunks embedded in {ingest.get('seconds')} s"
+    parts = [
+        f"{ingest.get(k, 0)} {k}"
+        for k in ("added", "replaced", "unchanged", "duplicate", "skipped", "failed")
+        if ingest.get(k) or k in ("added", "unchanged")
+    ]
+    line = (
+        f"{', '.join(parts)}; {ingest.get('chunks_embedded', 0)} chunks embedded in "
+        f"{ingest.get('seconds')} s"
     )
+    for failure in ingest.get("failures") or []:
+        line += f"; failed: {failure}"
+    removed = ingest.get("removed_documents") or []
+    if removed:
+        line += f"; removed {len(removed)} documents no longer in the corpus"
+    return line
 
 
 def load_summary(path: Path) -> dict[str, Any]:
@@ -457,4 +496,51 @@ def comparability_warnings(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
         warnings.append(
             f"different numbers of questions: {a.get('questions')} vs {b.get('questions')}"
         )
+    sa, sb = a.get("settings") or {}, b.get("settings") or {}
+    for key in sorted(set(sa) | set(sb)):
+        if key != "workers" and sa.get(key) != sb.get(key):
+            warnings.append(f"different {key}: {sa.get(key)} vs {sb.get(key)}")
+    loads = [(s.get("machine_at_start") or {}).get("load_average") or [None] for s in (a, b)]
+    if all(load[0] is not None for load in loads) and abs(loads[0][0] - loads[1][0]) > 1.0:
+        warnings.append(
+            f"the machine was busier in one run (load average {loads[0][0]} vs "
+            f"{loads[1][0]} at the start): compare latencies with care"
+        )
     return warnings
+
+
+def changed_questions(a_dir: Path, b_dir: Path) -> list[dict[str, Any]]:
+    """Questions (by id, in both runs) whose outcome changed from A to B: all gold retrieved
+    gained or lost, status changed, or the gold cited in one run only.
+
+    Returns:
+        ``[{"id", "question", "change", "a", "b"}]``; empty when a side has no
+        ``results.jsonl`` (a bare summary.json was given).
+    """
+    records = []
+    for folder in (a_dir, b_dir):
+        path = (folder if folder.is_dir() else folder.parent) / RESULTS
+        if not path.is_file():
+            return []
+        records.append({r["id"]: r for r in map(json.loads, path.read_text().splitlines())})
+    out = []
+    for qid, ra in records[0].items():
+        rb = records[1].get(qid)
+        if rb is None:
+            continue
+        for key, label in (
+            ("all_gold_retrieved", "all gold retrieved"),
+            ("status", "status"),
+            ("citation_recall", "citation recall"),
+        ):
+            if ra.get(key) != rb.get(key):
+                out.append(
+                    {
+                        "id": qid,
+                        "question": _cut(ra["question"], 80),
+                        "change": label,
+                        "a": ra.get(key),
+                        "b": rb.get(key),
+                    }
+                )
+    return out

@@ -9,10 +9,11 @@ The metric definitions are in :mod:`sleuth.eval.metrics`.
 from __future__ import annotations
 
 import datetime as dt
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,10 @@ from sleuth.eval.metrics import (
 
 KS = (1, 2, 5, 10, 20)
 """The cut-offs of recall@k and all-gold@k."""
+JUDGED_STATUSES = ("completed", "insufficient_context")
+"""Statuses of runs that ended on the agent's own judgement (answer or decline)."""
+FAIL_FAST_RUNS = 3
+"""An evaluation stops when its first this-many runs all end in status ``error``."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ class EvalConfig:
             to turn reported token counts into a cost (``None``: no cost).
         workers: questions run at once (threads; > 1 pays off when a remote model does the
             waiting, and makes each run's latency include contention).
+        seed: shuffle the questions with this seed before ``limit`` (a random sample);
+            ``None`` keeps the file order.
     """
 
     mode: str = "react"
@@ -63,6 +70,7 @@ class EvalConfig:
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
     workers: int = 1
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -114,8 +122,11 @@ def score_run(
     cited = distinct(c.source_id for c in response.answer.citations)
     answer_text = response.answer.answer_text
     prediction = strip_citations(answer_text)
-    insufficient = bool(response.answer.is_insufficient_context)
-    precision, recall = citation_scores(cited, gold)
+    status = response.status.value
+    # a decline is a run that ended in insufficient_context; an error or a timeout whose
+    # fallback answer says "insufficient" is not the agent judging its evidence
+    insufficient = status == "insufficient_context"
+    precision, recall = citation_scores(cited, gold) if gold else (None, None)
     agentic = trace.get("agentic") or {}
     planning = agentic.get("planning") or {}
     reflections = agentic.get("reflection") or []
@@ -127,7 +138,7 @@ def score_run(
         "type": question.type,
         "gold_source_ids": list(question.gold_source_ids),
         "answers": list(question.answers),
-        "status": response.status.value,
+        "status": status,
         "insufficient_context": insufficient,
         "answer": answer_text,
         "cited": cited,
@@ -192,7 +203,9 @@ def _share(records: Sequence[dict[str, Any]], key: str) -> float | None:
 
 def _decisions(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Answered vs insufficient-context, against whether all gold ids were retrieved."""
-    rows = [r for r in records if r["all_gold_retrieved"] is not None and r["status"] != "error"]
+    rows = [
+        r for r in records if r["all_gold_retrieved"] is not None and r["status"] in JUDGED_STATUSES
+    ]
     table: dict[str, int] = Counter()
     for r in rows:
         decided = "insufficient" if r["insufficient_context"] else "answered"
@@ -316,20 +329,25 @@ def summarize(
 def prepare_collection(
     app: Any, dataset: EvalDataset, collection: str | None = None, progress: Any = None
 ) -> dict[str, Any]:
-    """Ingest the dataset's corpus into its collection (unchanged files are skipped) and
-    check that its gold ids exist there; with ``collection`` given, nothing is ingested and
-    that existing collection is checked instead.
+    """Make the dataset's collection hold exactly its corpus, and check its gold ids.
+
+    The corpus is ingested into ``dataset.collection`` (unchanged files are not re-embedded)
+    and documents of that collection that are not in the corpus any more (left by an
+    earlier evaluation with another corpus) are deleted, so the runs search this corpus and
+    nothing else. With ``collection`` given, nothing is ingested and that existing
+    collection is searched as it is.
 
     Returns:
-        ``{"collection", "ingest": {...totals, "seconds"}, "gold_missing": [...]}``.
+        ``{"collection", "ingest": {...totals, "chunks_embedded", "seconds", "failures",
+        "removed_documents"} or None, "gold_missing": [...]}``.
 
     Raises:
-        UserError: every corpus file failed, or the collection does not exist and there is
-            no corpus to build it from.
+        UserError: every corpus file failed; the collection does not exist (with
+            ``collection`` given, or when the dataset has no corpus).
     """
     name = collection or dataset.collection
     info: dict[str, Any] = {"collection": name, "ingest": None}
-    if dataset.corpus and collection is None:
+    if collection is None and dataset.corpus:
         started = time.perf_counter()
         report = app.pipeline.ingest(list(dataset.corpus), name, progress=progress)
         failed = report.by_status("failed")
@@ -338,21 +356,58 @@ def prepare_collection(
                 "the corpus could not be ingested: "
                 + "; ".join(f"{f.path}: {f.message}" for f in failed)
             )
+        keep = {f.doc_id for f in report.files if f.doc_id}
+        removed = []
+        for document in app.catalog.list_documents(name):
+            if document.doc_id not in keep:
+                app.pipeline.delete(name, document.doc_id)
+                removed.append(document.path or document.doc_id)
         info["ingest"] = {
             **report.totals,
             "chunks_embedded": report.n_embedded,
             "seconds": round(time.perf_counter() - started, 2),
             "failures": [f"{f.path}: {f.message}" for f in failed],
+            "removed_documents": removed,
         }
     elif app.catalog.get_collection(name) is None:
+        if collection is not None:
+            raise UserError(
+                f"collection '{name}' does not exist; leave out --collection to build "
+                f"'{dataset.collection}' from the dataset's corpus"
+            )
         raise UserError(
-            f"collection '{name}' does not exist and the dataset names no corpus; "
-            "pass --corpus FILES or --collection NAME"
+            f"the dataset '{dataset.name}' names no corpus and '{name}' does not exist yet; "
+            "give the corpus with --corpus FILE_OR_DIR, or search an existing collection "
+            "with --collection NAME"
         )
     known = {source_id for source_id, _ in app.catalog.all_section_keys(name)}
     gold = {g for q in dataset.questions for g in q.gold_source_ids}
     info["gold_missing"] = sorted(gold - known)
     return info
+
+
+class EvalAborted(UserError):
+    """The first runs of an evaluation all failed (e.g. the model cannot be reached)."""
+
+
+def _machine() -> dict[str, Any]:
+    """Facts that move latency: host, cores, load average, versions."""
+    import os
+    import platform
+
+    from sleuth import __version__
+
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover - not on POSIX
+        load = []
+    return {
+        "host": platform.node(),
+        "cores": os.cpu_count(),
+        "load_average": load,
+        "python": platform.python_version(),
+        "sleuth": __version__,
+    }
 
 
 def run_eval(
@@ -365,12 +420,18 @@ def run_eval(
 ) -> EvalRun:
     """Evaluate ``dataset`` with ``app`` (a :class:`sleuth.app.Sleuth`).
 
+    The questions are the dataset's, shuffled with ``config.seed`` when one is given, then
+    cut to ``config.limit``. One warm-up search first loads the models, so the first
+    question's latency is not a cold start. Ctrl-C (``KeyboardInterrupt``) stops the
+    evaluation after the runs in progress: the runs done so far are returned, with
+    ``summary["interrupted"]`` true.
+
     Args:
         app: the installation to evaluate (its settings pick the reasoner and backends).
         dataset: questions and corpus.
-        config: mode, limit, memory, prices.
-        collection: search this collection (default: ``dataset.collection``, built from the
-            corpus).
+        config: mode, limit, memory, prices, workers.
+        collection: search this existing collection (default: ``dataset.collection``, built
+            from the corpus).
         on_question: called after each run with its index and record (progress bars).
         prepared: what :func:`prepare_collection` returned, when the caller already
             prepared the collection (to show its own ingest progress); otherwise it is
@@ -381,16 +442,23 @@ def run_eval(
 
     Raises:
         UserError: bad mode, the collection cannot be prepared.
+        EvalAborted: the first :data:`FAIL_FAST_RUNS` runs all ended in status ``error``
+            (the message quotes the first error).
         SleuthError: a failure that would fail every run (unknown collection, model
             mismatch); a single run's failure is recorded in its record instead.
     """
     if config.mode not in ("react", "guided"):
         raise UserError(f"unknown mode '{config.mode}': use 'react' or 'guided'")
     name = collection or dataset.collection
-    questions = dataset.questions[: config.limit] if config.limit else dataset.questions
+    questions = list(dataset.questions)
+    if config.seed is not None:
+        random.Random(config.seed).shuffle(questions)
+    questions = questions[: config.limit] if config.limit else questions
     started_at = dt.datetime.now(dt.UTC)
     if prepared is None:
         prepared = prepare_collection(app, dataset, collection)
+    machine = _machine()
+    app.kb.search(name, questions[0].question if questions else "warm up", k=1)  # warm-up
     calibration = CragCalibration()
     records: list[dict[str, Any]] = []
     wall = time.perf_counter()
@@ -410,11 +478,17 @@ def run_eval(
             response = exc
         return response, time.perf_counter() - t0
 
-    with ThreadPoolExecutor(max_workers=config.workers) as pool:
-        # map yields in question order: records (and CRAG rounds) do not depend on timing
-        for index, (question, (response, seconds)) in enumerate(
-            zip(questions, pool.map(ask, questions), strict=True)
-        ):
+    interrupted = False
+    pool = ThreadPoolExecutor(max_workers=config.workers)
+    try:
+        # submitted a few at a time and collected in question order: records (and CRAG
+        # rounds) do not depend on timing, and an interrupt leaves little to cancel
+        pending: dict[int, Future[tuple[Any, float]]] = {}
+        for index, question in enumerate(questions):
+            for ahead in range(index, min(index + config.workers, len(questions))):
+                if ahead not in pending:
+                    pending[ahead] = pool.submit(ask, questions[ahead])
+            response, seconds = pending.pop(index).result()
             if isinstance(response, UserError):
                 record = _failed_record(question, str(response), seconds)
             else:
@@ -422,20 +496,45 @@ def run_eval(
             records.append(record)
             if on_question is not None:
                 on_question(index, record)
+            if len(records) == min(FAIL_FAST_RUNS, len(questions)) and all(
+                r["status"] == "error" for r in records
+            ):
+                raise EvalAborted(
+                    f"the first {len(records)} runs all failed, so the evaluation stopped: "
+                    f"{records[0]['error']}"
+                )
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    settings = app.settings
     meta = {
         "dataset": dataset.name,
         "dataset_source": dataset.source,
+        "corpus": [str(p) for p in dataset.corpus] if collection is None else [],
         "mode": config.mode,
         "reasoner": app.agent.reasoner.name,
-        "llm": app.settings.llm,
-        "index_backend": app.settings.index_backend,
-        "embedding_model": app.settings.embedding_model,
+        "llm": settings.llm,
+        "index_backend": settings.index_backend,
+        "embedding_model": settings.embedding_model,
         "collection": prepared,
         "started_at": started_at.isoformat(timespec="seconds"),
         "wall_s": round(time.perf_counter() - wall, 2),
-        "use_memory": config.use_memory,
-        "limit": config.limit,
-        "workers": config.workers,
+        "interrupted": interrupted,
+        "questions_planned": len(questions),
+        "settings": {
+            "max_iterations": config.max_iterations or settings.max_iterations,
+            "timeout_s": config.timeout_s or settings.run_timeout_s,
+            "use_memory": config.use_memory,
+            "limit": config.limit,
+            "seed": config.seed,
+            "workers": config.workers,
+            "planner": settings.planner,
+            "reflection": settings.reflection,
+            "strict_grounding": settings.strict_grounding,
+        },
+        "machine_at_start": machine,
+        "load_average_at_end": _machine()["load_average"],
         "ks": list(KS),
     }
     return EvalRun(records, summarize(records, calibration, meta), calibration)

@@ -17,7 +17,8 @@ def open_index(settings: Settings, collection: str, dim: int) -> Index:
     """Open (creating if needed) the index of ``collection`` with the configured backend.
 
     ``local``: :class:`~sleuth.store.local_index.LocalIndex` in
-    ``<data_dir>/indexes/<collection>``. ``milvus``:
+    ``<data_dir>/indexes/<collection>`` (dense search exact, or HNSW with
+    ``settings.local_ann="hnsw"``). ``milvus``:
     :class:`~sleuth.store.milvus_index.MilvusIndex` at ``settings.milvus_uri``, or a Milvus
     Lite file ``<data_dir>/milvus.db`` when no URI is set.
 
@@ -63,4 +64,9 @@ def _open_backend(settings: Settings, name: str, dim: int) -> Index:
         return MilvusIndex(uri, name, dim, settings.milvus_token)
     from sleuth.store.local_index import LocalIndex
 
-    return LocalIndex(settings.data_dir / "indexes" / name, dim)
+    return LocalIndex(
+        settings.data_dir / "indexes" / name,
+        dim,
+        ann=settings.local_ann,
+        ef_search=settings.hnsw_ef_search,
+    )

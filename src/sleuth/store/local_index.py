@@ -198,7 +198,8 @@ class LocalIndex:
                 import faiss
             except ImportError as exc:
                 raise ConfigError(
-                    "LocalIndex(ann='hnsw') needs the package 'faiss-cpu' (pip install faiss-cpu)"
+                    "HNSW search (SLEUTH_LOCAL_ANN=hnsw) needs the package 'faiss-cpu': "
+                    'pip install "sleuth[ann]"'
                 ) from exc
             self._faiss = faiss
         self.directory = Path(directory)
