@@ -116,7 +116,7 @@ def main() -> None:
             [sleuth_exe(), "eval", "compare", str(ddir / "out-guided"), str(ddir / "out-react")],
             capture_output=True,
             text=True,
-            env={**os.environ, "COLUMNS": "100"},
+            env={**os.environ, "COLUMNS": "180"},
             check=False,
         )
         print(compare.stdout)
