@@ -375,7 +375,8 @@ def run_sleuth(
         stage_ms={k: float(v) for k, v in resp.trace.get("timings_ms", {}).items()},
         status=resp.status.value,
         cited=[c.source_id for c in resp.answer.citations],
-        nodes=len(resp.trace.get("planner_path", [])),
+        # planner_path names every stage; a tool round's observation runs inside "act"
+        nodes=len(path := resp.trace.get("planner_path", [])) - max(0, path.count("observe") - 1),
     )
 
 

@@ -6,9 +6,11 @@
                                think (draft) → reflect → finalize → END
                                                    └→ think (one revision) …
 
+* ``observe`` records the question and the tools; each tool round's observation is made at
+  the end of ``act`` (the same OBSERVE step and event, one graph node less per iteration);
 * ``plan``: the :class:`~sleuth.agents.planning.PlanningAgent` writes the plan the reasoner
-  follows; after each tool round ``observe`` checks the observation against it and re-plans
-  on a contradiction (at most :data:`~sleuth.agents.planning.MAX_REPLANS` times);
+  follows; after each tool round the observation is checked against it and a contradiction
+  re-plans (at most :data:`~sleuth.agents.planning.MAX_REPLANS` times);
 * ``reflect``: the critic (:mod:`sleuth.agents.reflection`) checks the draft against its
   evidence; a critique that finds a gap sends the loop back to ``think`` once.
 
@@ -104,15 +106,23 @@ def _preview(result: ToolResult) -> str:
 
 
 def observe(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-    rt = _runtime(config)
+    """The first observation: the question, the collection and the tools."""
+    return _observation(state, _runtime(config), None, state.iteration_count)
+
+
+def _observation(
+    state: AgentState, rt: RunRuntime, last: AgentStep | None, iteration: int
+) -> dict[str, Any]:
+    """Observe ``last`` (the act step just taken; ``None`` at the start) and re-plan when the
+    observation contradicts the plan. Returns the state update (an OBSERVE step, and the
+    re-plan's plan, note and THINK step when one happens)."""
     rt.path.append("observe")
-    if not state.steps:
+    if last is None:
         content = (
             f"Question: {state.original_query} | collection: {state.collection} | "
             f"tools: {', '.join(rt.tools.names)}"
         )
     else:
-        last = state.steps[-1]
         lines = [r.get("status", "") for r in last.tool_results or []]
         content = "Observed: " + (" | ".join(lines) if lines else last.content)
     rt.emitter.emit(ObserveEvent(content=content))
@@ -122,12 +132,12 @@ def observe(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     if calls and state.plan is not None and rt.planner is not None and state.replans < MAX_REPLANS:
         reason = contradiction(state.original_query, calls, state.plan)
         if reason is not None:
-            update.update(_replan(state, rt, reason))
+            update.update(_replan(state, rt, reason, iteration))
             update["steps"] = [*update["steps"], *update.pop("replan_steps")]
     return update
 
 
-def _replan(state: AgentState, rt: RunRuntime, reason: str) -> dict[str, Any]:
+def _replan(state: AgentState, rt: RunRuntime, reason: str, iteration: int) -> dict[str, Any]:
     """A new plan after ``reason`` contradicted the current one (also told to a model)."""
     assert rt.planner is not None and state.plan is not None
     started = time.perf_counter()
@@ -138,7 +148,7 @@ def _replan(state: AgentState, rt: RunRuntime, reason: str) -> dict[str, Any]:
         {"reason": reason, "plan": [s.model_dump() for s in new.steps], "path": result.path}
     )
     thought = f"Re-planning: {reason}. New plan: {new.render()}."
-    rt.emitter.emit(ThinkEvent(content=thought, iteration=state.iteration_count))
+    rt.emitter.emit(ThinkEvent(content=thought, iteration=iteration))
     rt.timed("plan", started)
     return {
         "plan": new,
@@ -325,18 +335,20 @@ def act(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         rt.last_round.append((call.name, call.arguments, result))
         results.append({"tool": call.name, "ok": result.ok, "status": result.status})
     rt.timed("act", started)
+    step = AgentStep(
+        step_type=AgentStepType.ACT,
+        content="Executed: " + ", ".join(c.name for c in state.pending_calls),
+        tool_calls=[c.model_dump() for c in state.pending_calls],
+        tool_results=results,
+    )
+    # the observation of this round, in the same graph step (one node less per iteration)
+    seen = _observation(state, rt, step, state.iteration_count + 1)
     return {
-        "messages": messages,
+        **seen,
+        "messages": [*messages, *seen.get("messages", [])],
         "pending_calls": [],
         "iteration_count": state.iteration_count + 1,
-        "steps": [
-            AgentStep(
-                step_type=AgentStepType.ACT,
-                content="Executed: " + ", ".join(c.name for c in state.pending_calls),
-                tool_calls=[c.model_dump() for c in state.pending_calls],
-                tool_results=results,
-            )
-        ],
+        "steps": [step, *seen["steps"]],
     }
 
 
@@ -479,6 +491,6 @@ def build_react_graph():  # type: ignore[no-untyped-def]
     graph.add_conditional_edges(
         "reflect", _after_reflect, {"think": "think", "finalize": "finalize"}
     )
-    graph.add_edge("act", "observe")
+    graph.add_conditional_edges("act", _after_observe, {"plan": "plan", "think": "think"})
     graph.add_edge("finalize", END)
     return graph.compile()
