@@ -583,7 +583,7 @@ def eval_run(
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions")] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Results folder (default: eval-results/<dataset>-<mode>-<time>)"),
+        typer.Option(help="Results folder (default: eval-results/<dataset>-<mode>-<llm>-<time>)"),
     ] = None,
     corpus: Annotated[
         list[Path] | None,
