@@ -63,29 +63,29 @@ def test_react_run_through_openai_provider_terminates_with_a_valid_answer(
 def test_eval_counts_the_tokens_the_server_reports(
     tmp_path: Path, server_reasoner: LLMReasoner
 ) -> None:
-    from sleuth.eval.datasets import EvalDataset, EvalQuestion
-    from sleuth.eval.runner import EvalConfig, run_eval
-    from tests.helpers import make_app
+    import time
 
-    app = make_app(tmp_path, reasoner=server_reasoner)
+    from sleuth.eval.datasets import EvalQuestion
+    from sleuth.eval.runner import EvalConfig, score_run, summarize
+
+    service = make_service(tmp_path, reasoner=server_reasoner)
     question = EvalQuestion(
         id="murder",
         question="What is the punishment for murder?",
         answers=("death or imprisonment for life",),
         gold_source_ids=("BNS_S103",),
     )
-    dataset = EvalDataset(name="tiny", questions=(question,), collection="test")
-    config = EvalConfig(max_iterations=3, timeout_s=240, price_input_per_mtok=1.0)
-    run = run_eval(app, dataset, config)
-    record = run.records[0]
+    t0 = time.perf_counter()
+    response = service.execute_agentic_search(
+        question.question, "test", max_iterations=3, timeout_s=240, use_memory=False
+    )
+    config = EvalConfig(price_input_per_mtok=1.0)
     # SmolLM2-135M may end a run in status error (replies it cannot use); the tokens of
     # every completion still count
-    # llama.cpp's OpenAI-compatible server reports usage on every completion
+    record = score_run(question, response, time.perf_counter() - t0, config)
     assert record["tokens"]["input_tokens"] > 100 and record["tokens"]["output_tokens"] > 0
-    tokens = run.summary["tokens"]
-    assert (
-        tokens["reported"] and tokens["total"]["input_tokens"] == record["tokens"]["input_tokens"]
-    )
-    assert tokens["cost_usd"] == pytest.approx(record["tokens"]["input_tokens"] / 1e6)
-    assert run.summary["reasoner"] == "openai:smollm2"
-    app.close()
+    tokens = summarize([record])["tokens"]
+    assert tokens["reported"]
+    assert tokens["total"]["input_tokens"] == record["tokens"]["input_tokens"]
+    assert record["cost_usd"] == pytest.approx(record["tokens"]["input_tokens"] / 1e6)
+    assert tokens["cost_usd"] == record["cost_usd"]
