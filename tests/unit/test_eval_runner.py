@@ -258,7 +258,7 @@ def test_an_evaluation_whose_first_runs_all_fail_stops_with_the_reason(tmp_path:
     with pytest.raises(EvalAborted) as info:
         run_eval(app, dataset(MURDER, THEFT, MURDER, THEFT), EvalConfig(mode="react"))
     message = str(info.value)
-    assert message.startswith("the first 3 runs all failed, so the evaluation stopped:")
+    assert message.startswith("the first 3 runs ended in status error, so the evaluation stopped:")
     assert "the run ended in status error; last step:" in message and "rag_search" in message
     app.close()
 

@@ -499,8 +499,9 @@ def run_eval(
             if len(records) == min(FAIL_FAST_RUNS, len(questions)) and all(
                 r["status"] == "error" for r in records
             ):
+                which = "the only run" if len(records) == 1 else f"the first {len(records)} runs"
                 raise EvalAborted(
-                    f"the first {len(records)} runs all failed, so the evaluation stopped: "
+                    f"{which} ended in status error, so the evaluation stopped: "
                     f"{records[0]['error']}"
                 )
     except KeyboardInterrupt:
