@@ -248,3 +248,20 @@ def verdict(value: float, target: float, higher_is_better: bool) -> str:
     gap = abs(value - target)
     rel = gap / target * 100 if target else float("inf")
     return f"MISSED by {gap:.3g} ({rel:.0f}%)"
+
+
+def private_copy(source: Path, target: Path) -> None:
+    """Copy a statutes data dir's index files and a consistent snapshot of its SQLite
+    catalog into ``target``, without the stored runs (a benchmark's runs must not grow the
+    shared catalog)."""
+    import shutil
+    import sqlite3
+
+    shutil.copytree(source / "indexes" / COLLECTION, target / "indexes" / COLLECTION)
+    with (
+        sqlite3.connect(source / "catalog.sqlite3") as src,
+        sqlite3.connect(target / "catalog.sqlite3") as dst,
+    ):
+        src.backup(dst)
+        dst.execute("DELETE FROM runs")
+        dst.commit()

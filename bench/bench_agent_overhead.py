@@ -73,8 +73,6 @@ import io
 import json
 import pstats
 import random
-import shutil
-import sqlite3
 import statistics
 import tempfile
 import time
@@ -102,6 +100,7 @@ from _common import (
     load_questions,
     percentile,
     print_header,
+    private_copy,
     statute_paths,
     table,
     verdict,
@@ -407,18 +406,6 @@ def run_langchain(agent: Any, tools: LangChainTools, model: ScriptedChatModel, q
 
 
 # --------------------------------------------------------------------------- data
-
-
-def private_copy(source: Path, target: Path) -> None:
-    """Copy the index files and a consistent snapshot of the SQLite catalog (no runs)."""
-    shutil.copytree(source / "indexes" / COLLECTION, target / "indexes" / COLLECTION)
-    with (
-        sqlite3.connect(source / "catalog.sqlite3") as src,
-        sqlite3.connect(target / "catalog.sqlite3") as dst,
-    ):
-        src.backup(dst)
-        dst.execute("DELETE FROM runs")
-        dst.commit()
 
 
 def prepare_data(source: Path, ddir: Path) -> str:

@@ -21,9 +21,7 @@ import asyncio
 import itertools
 import os
 import random
-import shutil
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -44,6 +42,7 @@ from _common import (
     load_questions,
     percentile,
     print_header,
+    private_copy,
     statute_paths,
     table,
 )
@@ -82,18 +81,6 @@ def refresh_source(source: Path) -> None:
     finally:
         app.close()
         app.catalog.close()
-
-
-def private_copy(source: Path, target: Path) -> None:
-    """Copy the index files and a consistent snapshot of the SQLite catalog."""
-    shutil.copytree(source / "indexes" / COLLECTION, target / "indexes" / COLLECTION)
-    with (
-        sqlite3.connect(source / "catalog.sqlite3") as src,
-        sqlite3.connect(target / "catalog.sqlite3") as dst,
-    ):
-        src.backup(dst)
-        dst.execute("DELETE FROM runs")  # the copy starts with no stored runs
-        dst.commit()
 
 
 def make_user(ddir: Path) -> str:
