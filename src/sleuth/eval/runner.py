@@ -490,7 +490,7 @@ def run_eval(
                     pending[ahead] = pool.submit(ask, questions[ahead])
             response, seconds = pending.pop(index).result()
             if isinstance(response, UserError):
-                record = _failed_record(question, str(response), seconds)
+                record = _failed_record(question, str(response), seconds, config)
             else:
                 record = score_run(question, response, seconds, config, calibration)
             records.append(record)
@@ -541,45 +541,26 @@ def run_eval(
     return EvalRun(records, summarize(records, calibration, meta), calibration)
 
 
-def _failed_record(question: EvalQuestion, message: str, seconds: float) -> dict[str, Any]:
-    """The record of a question that could not be run: an error, scored as a miss."""
-    gold = bool(question.gold_source_ids)
-    answers = bool(question.answers)
-    return {
-        "id": question.id,
-        "question": question.question,
-        "type": question.type,
-        "gold_source_ids": list(question.gold_source_ids),
-        "answers": list(question.answers),
-        "status": "error",
-        "insufficient_context": False,
-        "answer": "",
-        "cited": [],
-        "retrieved": [],
-        "recall_at": {str(k): 0.0 for k in KS} if gold else None,
-        "all_gold_at": {str(k): False for k in KS} if gold else None,
-        "all_gold_retrieved": False if gold else None,
-        "mrr": 0.0 if gold else None,
-        "exact_match": 0.0 if answers else None,
-        "f1": 0.0 if answers else None,
-        "answer_contains": 0.0 if answers else None,
-        "citation_precision": None,
-        "citation_recall": 0.0 if gold else None,
-        "citations_removed": 0,
-        "citations_unsupported": 0,
-        "ungrounded_sentences": 0,
-        "steps": 0,
-        "iterations": 0,
-        "tool_calls": 0,
-        "repeated_calls": 0,
-        "refinements": 0,
-        "replans": 0,
-        "revisions": 0,
-        "latency_s": round(seconds, 4),
-        "tokens": {},
-        "cost_usd": None,
-        "error": message,
-    }
+def _failed_record(
+    question: EvalQuestion, message: str, seconds: float, config: EvalConfig
+) -> dict[str, Any]:
+    """The record of a question that could not be run: scored like a run that ended in
+    status ``error`` with nothing retrieved (a miss on every metric that applies)."""
+    from sleuth.agents.answer import GeneratedAnswer
+    from sleuth.agents.state import RunStatus
+    from sleuth.service import AgentSearchResponse
+
+    response = AgentSearchResponse(
+        task_id="",
+        query=question.question,
+        collection="",
+        mode=config.mode,
+        status=RunStatus.ERROR,
+        answer=GeneratedAnswer(answer_text=""),
+        reasoning_steps=[],
+        trace={"error": message},
+    )
+    return score_run(question, response, seconds, config)
 
 
 __all__ = [
