@@ -230,14 +230,11 @@ def _cell(value: Any) -> str:
 
 
 def percentile(values: Sequence[float], p: float) -> float:
-    """The p-th percentile (0-100) with linear interpolation (numpy's default method)."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * p / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+    """:func:`sleuth.eval.metrics.percentile`, with NaN for no values (for tables)."""
+    from sleuth.eval.metrics import percentile as eval_percentile
+
+    value = eval_percentile(values, p)
+    return float("nan") if value is None else value
 
 
 def verdict(value: float, target: float, higher_is_better: bool) -> str:

@@ -39,6 +39,12 @@ KS = (1, 2, 5, 10, 20)
 """The cut-offs of recall@k and all-gold@k."""
 JUDGED_STATUSES = ("completed", "insufficient_context")
 """Statuses of runs that ended on the agent's own judgement (answer or decline)."""
+ANSWER_SCORES = (
+    ("exact_match", exact_match),
+    ("f1", f1_score),
+    ("answer_contains", answer_contains),
+)
+"""The answer metrics of a record, each ``(prediction, gold answers) -> float``."""
 FAIL_FAST_RUNS = 3
 """An evaluation stops when its first this-many runs all end in status ``error``."""
 
@@ -148,21 +154,12 @@ def score_run(
         "all_gold_retrieved": all_in(retrieved, gold) if gold else None,
         "mrr": reciprocal_rank(retrieved, gold) if gold else None,
         # an insufficient-context answer is not a prediction of the gold answer
-        "exact_match": (
-            (0.0 if insufficient else exact_match(prediction, question.answers))
+        **{
+            name: (0.0 if insufficient else score(prediction, question.answers))
             if question.answers
             else None
-        ),
-        "f1": (
-            (0.0 if insufficient else f1_score(prediction, question.answers))
-            if question.answers
-            else None
-        ),
-        "answer_contains": (
-            (0.0 if insufficient else answer_contains(prediction, question.answers))
-            if question.answers
-            else None
-        ),
+            for name, score in ANSWER_SCORES
+        },
         "citation_precision": precision,
         "citation_recall": recall,
         "citations_removed": len(trace.get("citations_removed") or []),
