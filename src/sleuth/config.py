@@ -125,15 +125,23 @@ class Settings(BaseSettings):
         default=2, ge=0, description="Guided mode: CRAG refinement rounds at most"
     )
     run_timeout_s: float = Field(default=300.0, gt=0, description="Wall-clock cap of one run")
-    planner: Literal["llm", "heuristic"] = Field(
-        default="llm",
+    planner: Literal["auto", "llm", "heuristic"] = Field(
+        default="auto",
         description="ReAct planning agent: 'llm' plans with the model (when one is configured), "
-        "'heuristic' uses the deterministic plan",
+        "'heuristic' uses the deterministic plan, 'auto' the model only for a question that "
+        "asks several things",
     )
-    reflection: Literal["llm", "heuristic", "off"] = Field(
-        default="llm",
+    reflection: Literal["auto", "llm", "heuristic", "off"] = Field(
+        default="auto",
         description="ReAct self-reflection: critique the draft with the model ('llm', when one "
-        "is configured) or deterministically ('heuristic'), then revise at most once; 'off'",
+        "is configured) or deterministically ('heuristic'), then revise at most once; 'auto' "
+        "the model only for a question that asks several things; 'off'",
+    )
+    guided_llm_agents: Literal["auto", "all"] = Field(
+        default="auto",
+        description="Guided mode with a model: 'all' agents ask it, or 'auto' only where the "
+        "heuristic is unsure (planner for non-questions, CRAG evaluator when coverage is not "
+        "sufficient, refinement after a model verdict, decomposition, generator)",
     )
     strict_grounding: bool = Field(
         default=False,
@@ -189,7 +197,9 @@ class Settings(BaseSettings):
         parse_mcp_servers(value)  # a ValueError names the server and the field
         return value
 
-    @field_validator("index_backend", "local_ann", "planner", "reflection", mode="before")
+    @field_validator(
+        "index_backend", "local_ann", "planner", "reflection", "guided_llm_agents", mode="before"
+    )
     @classmethod
     def _lower_choices(cls, value: object) -> object:
         """Choices are case-insensitive: ``SLEUTH_REFLECTION=OFF`` is ``off``."""

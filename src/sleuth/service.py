@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from sleuth.agents.answer import GeneratedAnswer
 from sleuth.agents.events import AnswerEvent, DoneEvent, ErrorEvent, EventEmitter, EventSink
 from sleuth.agents.guided import GuidedRuntime
+from sleuth.agents.guided.agents import is_multi_part
 from sleuth.agents.heuristic import HeuristicReasoner
 from sleuth.agents.planning import PlanningAgent
 from sleuth.agents.react import RunRuntime, build_react_graph
@@ -311,8 +312,8 @@ class AgentService:
             deadline=deadline,
             checker=checks.checker,
             strict_grounding=checks.strict_grounding,
-            planner=PlanningAgent(model if s.planner == "llm" else None),
-            critic_model=model if s.reflection == "llm" else None,
+            planner=PlanningAgent(model if _use_model(s.planner, question) else None),
+            critic_model=model if _use_model(s.reflection, question) else None,
             reflection=s.reflection != "off",
             recalled=recalled,
         )
@@ -339,7 +340,9 @@ class AgentService:
             trace["iterations"] = 0
         outcome.error = outcome.error or runtime.error
         trace.update(
-            planner_runtime="llm" if model is not None and s.planner == "llm" else "heuristic",
+            planner_runtime="llm"
+            if model is not None and _use_model(s.planner, question)
+            else "heuristic",
             planner_run_id=uuid.uuid4().hex,
             planner_path=list(runtime.path),
             output_validation_retries=dict(runtime.retries),
@@ -385,6 +388,7 @@ class AgentService:
             checker=checks.checker,
             strict_grounding=checks.strict_grounding,
             recalled=recalled,
+            llm_agents=self.settings.guided_llm_agents,
         )
         trace = {**result.trace, "iterations": len(result.trace["agentic"]["crag"])}
         return _Outcome(
@@ -449,3 +453,13 @@ class AgentService:
             )
         except Exception as exc:  # a failed store is reported in the trace, not raised
             response.trace["store_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def _use_model(policy: str, question: str) -> bool:
+    """Whether a ReAct agent set to ``policy`` (``llm``, ``auto``, ``heuristic``, ``off``)
+    asks the model for ``question``: ``auto`` only when the question asks several things
+    (:func:`~sleuth.agents.guided.agents.is_multi_part`), where a plan or a critique can
+    change what is searched."""
+    if policy == "llm":
+        return True
+    return policy == "auto" and is_multi_part(question)

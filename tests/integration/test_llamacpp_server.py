@@ -116,7 +116,7 @@ def test_server_tool_result_round_trip(server_model: BaseChatModel) -> None:
 @pytest.fixture(scope="module")
 def local_model(smollm2_gguf: Path) -> BaseChatModel:
     with testing.block_model_requests(False):
-        model = make_chat_model(Settings(llm="local", llm_timeout_s=60))
+        model = make_chat_model(Settings(llm="local:smollm2-135m", llm_timeout_s=60))
     assert model is not None
     # short replies keep the suite fast on a few shared cores; contracts do not need more
     return model.model_copy(update={"max_tokens": 96})

@@ -69,8 +69,12 @@ def test_numbered_citations_resolve_and_an_unknown_number_is_removed(ctx: RunCon
     ]
     assert "[BNS_S103]" in answer.answer_text and "[BNS_S101]" in answer.answer_text
     assert "[7]" not in answer.answer_text and "[1]" not in answer.answer_text
-    # the sentence that lost its only citation is kept but reported as ungrounded
-    assert answer.ungrounded_sentences == ["Murder also carries a fine."]
+    # the sentence that lost its only citation gets the section that supports it
+    assert "Murder also carries a fine [BNS_S103]." in answer.answer_text
+    assert [(a.source_id, a.sentence) for a in report.added] == [
+        ("BNS_S103", "Murder also carries a fine.")
+    ]
+    assert answer.ungrounded_sentences == []
     assert report.unsupported == []
 
 

@@ -22,7 +22,7 @@ from sleuth.llm.local import LlamaCppChatModel, describe_tools, parse_tool_reply
     [
         ("heuristic", LLMSpec(kind="heuristic")),
         ("  Heuristic ", LLMSpec(kind="heuristic")),
-        ("local", LLMSpec(kind="local")),
+        ("local", LLMSpec(kind="local", model="qwen2.5-coder-1.5b")),
         ("local:/models/m.gguf", LLMSpec(kind="local", gguf_path=Path("/models/m.gguf"))),
         ("openai:gpt-4o-mini", LLMSpec(kind="provider", provider="openai", model="gpt-4o-mini")),
         (
@@ -51,7 +51,7 @@ def test_parse_local_expands_home() -> None:
         ("bogus:model", "unknown"),
         ("heuristic:x", "unknown"),
         ("openai:", "needs a model name"),
-        ("local:", "needs a GGUF path"),
+        ("local:", "needs a bundled model name or a GGUF path"),
     ],
 )
 def test_parse_invalid_specs_list_valid_forms(spec: str, fragment: str) -> None:

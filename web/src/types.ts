@@ -93,6 +93,8 @@ export interface Citation {
 /** sleuth.agents.answer.GeneratedAnswer */
 export interface GeneratedAnswer {
   answer_text: string;
+  /** For a factoid question: the bare entity, date, number or yes/no the answer opens with. */
+  short_answer?: string | null;
   key_points: string[];
   citations: Citation[];
   is_insufficient_context: boolean;

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 
 class Citation(BaseModel):
@@ -30,6 +30,11 @@ class GeneratedAnswer(BaseModel):
     """
 
     answer_text: str = Field(description="The answer, each claim followed by [source_id] markers")
+    short_answer: str | None = Field(
+        default=None,
+        description="For a factoid question (who, when, which, how many, yes/no): the bare "
+        "entity, date, number or yes/no the answer text opens with; null otherwise",
+    )
     key_points: list[str] = Field(default_factory=list, description="Short key points")
     citations: list[Citation] = Field(default_factory=list)
     is_insufficient_context: bool = Field(
@@ -49,8 +54,13 @@ class AnswerDraft(BaseModel):
     """
 
     answer_text: str = Field(
-        description="The answer. After each claim, cite the sections it comes from as "
-        "[source_id], using only source_ids returned by the tools."
+        description="The answer. After each claim, cite the result it comes from by its "
+        "number, e.g. [1], or by its source_id."
+    )
+    short_answer: str = Field(
+        default="",
+        description="Only for a who/when/which/how-many/yes-no question: the bare name, date, "
+        "number or yes/no; else empty",
     )
     key_points: list[str] = Field(default_factory=list, description="Two to five key points")
     citations: list[str] = Field(
@@ -60,3 +70,14 @@ class AnswerDraft(BaseModel):
         default=False,
         description="true if the retrieved sections do not answer the question",
     )
+    _extractive: bool = PrivateAttr(default=False)
+
+    @property
+    def extractive(self) -> bool:
+        """True for a draft made from the evidence by the heuristic, not written by a model."""
+        return self._extractive
+
+    def as_extractive(self) -> AnswerDraft:
+        """This draft marked as extractive (see :attr:`extractive`)."""
+        self._extractive = True
+        return self

@@ -38,6 +38,9 @@ _RAW_REACT = re.compile(
 )
 CITATION_TEXT_CHARS = 2000
 MIN_SENTENCE_WORDS = 3
+ATTACH_SEMANTIC_CANDIDATES = 6
+"""Sections (cited ones first, then by evidence number) tried semantically when a sentence
+without a supported citation gets one attached."""
 
 
 # a sentence ends at . ! ? (plus any citation markers right after it) before white space
@@ -49,6 +52,16 @@ class RemovedCitation(BaseModel):
 
     source_id: str
     reason: str
+
+
+class AddedCitation(BaseModel):
+    """A citation attached to a sentence that had none (or only unsupported ones) because a
+    retrieved section supports it: the model's claim is kept and its source named."""
+
+    source_id: str
+    sentence: str
+    support: float
+    replaced: list[str] = []
 
 
 class UnsupportedCitation(BaseModel):
@@ -69,13 +82,15 @@ class CitationReport:
     removed: list[RemovedCitation] = field(default_factory=list)
     unsupported: list[UnsupportedCitation] = field(default_factory=list)
     dropped_sentences: list[str] = field(default_factory=list)
+    added: list[AddedCitation] = field(default_factory=list)
 
     def trace(self) -> dict[str, object]:
         """The report as trace metadata (``citations_removed``, ``citations_unsupported``,
-        ``sentences_dropped``, ``ungrounded_sentences``)."""
+        ``citations_added``, ``sentences_dropped``, ``ungrounded_sentences``)."""
         return {
             "citations_removed": [r.model_dump() for r in self.removed],
             "citations_unsupported": [u.model_dump() for u in self.unsupported],
+            "citations_added": [a.model_dump() for a in self.added],
             "sentences_dropped": list(self.dropped_sentences),
             "ungrounded_sentences": list(self.answer.ungrounded_sentences),
         }
@@ -189,6 +204,33 @@ class _SentenceChecker:
             return None
         return self.checker.check(claim, sid, self.ctx.retrieved[sid])
 
+    def attach(self, claim: str, preferred: list[str]) -> tuple[str, Support] | None:
+        """The retrieved section that best supports ``claim``, if one does.
+
+        Sections the answer already cites (``preferred``) are tried first, then every section
+        retrieved in the run in evidence-number order; lexical support is tried on all of
+        them before the (costlier) semantic check, which only looks at the first
+        :data:`ATTACH_SEMANTIC_CANDIDATES`.
+        """
+        if self.checker is None:
+            return None
+        order = list(dict.fromkeys([*preferred, *self.ctx.retrieved]))
+        best: tuple[str, Support] | None = None
+        lexical_only = SupportChecker(None, self.checker.lexical_threshold)
+        for sid in order:
+            support = lexical_only.check(claim, sid, self.ctx.retrieved[sid])
+            if not support.checked:
+                return None  # too short to test: nothing to attach a source to
+            if support.supported and (best is None or support.lexical > best[1].lexical):
+                best = (sid, support)
+        if best is not None:
+            return best
+        for sid in order[:ATTACH_SEMANTIC_CANDIDATES]:
+            support = self.checker.check(claim, sid, self.ctx.retrieved[sid])
+            if support.supported and (best is None or support.score > best[1].score):
+                best = (sid, support)
+        return best
+
     def sentence(self, sentence: str) -> tuple[str, str, bool]:
         """(rewritten sentence, its claim, whether any citation supports it)."""
         claim = _tidy(_MARKER.sub("", sentence))
@@ -230,6 +272,16 @@ class _SentenceChecker:
         return rewritten, claim, grounded
 
 
+def _with_marker(sentence: str, source_id: str) -> str:
+    """``sentence`` with ``[source_id]`` placed before its final punctuation."""
+    body = sentence.rstrip()
+    end = ""
+    while body and body[-1] in ".!?;:":
+        end = body[-1] + end
+        body = body[:-1]
+    return f"{body.rstrip()} [{source_id}]{end}"
+
+
 def validate_citations(
     draft: AnswerDraft,
     ctx: RunContext,
@@ -255,10 +307,28 @@ def validate_citations(
     report = checks.report
     ungrounded: list[str] = []
     lines: list[str] = []
-    for line in split_sentences(clean_answer_text(draft.answer_text)):
+    text = clean_answer_text(draft.answer_text)
+    preferred = [sid for sid in (checks.resolver.resolve(r)[0] for r in cited_ids(text)) if sid]
+    for line in split_sentences(text):
         kept = []
         for sentence in line:
             rewritten, claim, grounded = checks.sentence(sentence)
+            if not grounded and not insufficient and claim and not claim.endswith("?"):
+                found = checks.attach(claim, preferred)
+                if found is not None:
+                    sid, support = found
+                    before = [u.source_id for u in report.unsupported if u.sentence == claim]
+                    report.added.append(
+                        AddedCitation(
+                            source_id=sid,
+                            sentence=claim,
+                            support=round(support.score, 3),
+                            replaced=before,
+                        )
+                    )
+                    rewritten = _with_marker(rewritten, sid)
+                    grounded = True
+                    checks.cited.setdefault(sid, support.score)
             if not grounded and not insufficient and claim and not claim.endswith("?"):
                 if strict_grounding:
                     report.dropped_sentences.append(claim)

@@ -2,16 +2,41 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
-from sleuth.agents.citations import CitationReport, RemovedCitation, validate_citations
+from sleuth.agents.citations import (
+    CitationReport,
+    RemovedCitation,
+    clean_answer_text,
+    validate_citations,
+)
 from sleuth.agents.heuristic import compose_answer
 from sleuth.agents.state import RunStatus
 from sleuth.agents.support import SupportChecker
+from sleuth.retrieval.search import join_parts
+from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext
 
 UNCITED = "the answer cited no section retrieved in this run"
+REPAIR_PROMPT = (
+    "Your answer cites none of the numbered results, so it cannot be checked. Write it "
+    "again using only the numbered results: after each claim put the number of the result "
+    "it comes from, like [1]. If the results do not answer the question, reply "
+    '"Insufficient context:" and say what is missing.'
+)
+SHORT_ANSWER_WORDS = 8
+"""A model answer whose first sentence has at most this many words (markers removed) and
+that goes on after it opens with a short answer (the entity, date, number or yes/no)."""
+AnswerSource = Literal["model", "repaired", "replaced", "extractive"]
+Repair = Callable[[str, AnswerDraft], AnswerDraft | None]
+"""Asks the model once more: ``(what was wrong, the draft) -> a new draft or None``."""
+_MARKERS = re.compile(r"\s*\[[^\]\n]{1,200}\]")
+_FIRST_SENTENCE = re.compile(r"\s*(.+?(?:[.!](?:\s*\[[^\]\n]{1,200}\])*(?=\s)|\n|$))", re.S)
+_YES_NO = re.compile(r"^(yes|no)\b[\s,.;:!-]*", re.I)
 STOPPED = {
     RunStatus.TIMEOUT: "the run's time limit, SLEUTH_RUN_TIMEOUT_S, was reached",
     RunStatus.MAX_ITERATIONS: "the tool-round limit, SLEUTH_MAX_ITERATIONS, was reached",
@@ -27,6 +52,8 @@ class FinishedAnswer:
     status: RunStatus
     report: CitationReport
     replaced: str | None = None
+    source: AnswerSource = "extractive"
+    repair_rounds: int = 0
 
     @property
     def removed(self) -> list[RemovedCitation]:
@@ -44,13 +71,79 @@ class FinishedAnswer:
         ]
         if r.dropped_sentences:
             parts.append(f"{len(r.dropped_sentences)} ungrounded sentence(s) dropped")
+        if r.added:
+            parts.append(
+                "citations added: " + ", ".join(f"{a.source_id} ({a.support})" for a in r.added)
+            )
         if self.replaced:
             parts.append(f"answer replaced: {self.replaced}")
+        parts.append(f"answer source: {self.source}")
         return "; ".join(parts)
 
     def trace(self) -> dict[str, object]:
-        """Trace metadata: the citation report plus ``answer_replaced``."""
-        return {**self.report.trace(), "answer_replaced": self.replaced}
+        """Trace metadata: the citation report plus ``answer_replaced``, ``answer_source``
+        (``model`` kept as written, ``repaired`` kept with citations attached or after a
+        repair round, ``replaced`` by the extractive answer, ``extractive`` when no model
+        wrote it) and ``repair_rounds``."""
+        return {
+            **self.report.trace(),
+            "answer_replaced": self.replaced,
+            "answer_source": self.source,
+            "repair_rounds": self.repair_rounds,
+        }
+
+
+def split_short_answer(draft: AnswerDraft) -> tuple[str | None, AnswerDraft]:
+    """Find a model draft's short answer (the entity, date, number or yes/no it opens with).
+
+    The short answer is ``draft.short_answer`` when given; else a leading "Yes"/"No"; else
+    the first sentence when it has at most :data:`SHORT_ANSWER_WORDS` words, no citation
+    marker, and more text follows ("Chief of Protocol. Shirley Temple served as … [2].").
+    Such an uncited opening is taken off the text (it is checked on its own, then put back
+    first); a cited opening of at most four words ("1922 [2].") stays in the text, where it
+    is checked as any claim.
+
+    Returns:
+        ``(short answer or None, the draft to validate)``.
+    """
+    text = clean_answer_text(draft.answer_text)
+    short = " ".join((draft.short_answer or "").split()).rstrip(".")
+    if short:
+        plain = _MARKERS.sub("", text)
+        if plain.lower().startswith(short.lower()) and "[" not in text[: len(short) + 1]:
+            rest = text[len(short) :].lstrip(" .,:;-\n")
+            return short, draft.model_copy(update={"answer_text": rest or text})
+        return short, draft
+    yes_no = _YES_NO.match(text)
+    if yes_no and len(text) > yes_no.end():
+        rest = text[yes_no.end() :].strip()
+        if not rest.startswith("["):
+            return yes_no.group(1).capitalize(), draft.model_copy(update={"answer_text": rest})
+    match = _FIRST_SENTENCE.match(text)
+    if match is None:
+        return None, draft
+    opening, rest = match.group(1), text[match.end() :].strip()
+    first = _MARKERS.sub("", opening).strip().rstrip(".!").strip()
+    if not rest or not first or first.endswith("?") or len(first.split()) > SHORT_ANSWER_WORDS:
+        return None, draft
+    if "[" in opening:
+        return (first, draft) if len(first.split()) <= 4 else (None, draft)
+    return first, draft.model_copy(update={"answer_text": rest})
+
+
+def _short_supported(short: str, answer: GeneratedAnswer, ctx: RunContext) -> bool:
+    """Whether the short answer's terms occur in the cited sections (yes/no always do)."""
+    if short.lower() in ("yes", "no"):
+        return True
+    wanted = set(terms(short))
+    if not wanted:
+        return True
+    cited = [c.source_id for c in answer.citations] or list(ctx.retrieved)
+    found: set[str] = set()
+    for sid in cited:
+        chunks = ctx.retrieved.get(sid) or []
+        found.update(terms(" ".join([chunks[0].heading if chunks else "", join_parts(chunks)])))
+    return wanted <= found
 
 
 def finish_answer(
@@ -62,6 +155,8 @@ def finish_answer(
     require_citations: bool = True,
     checker: SupportChecker | None = None,
     strict_grounding: bool = False,
+    from_model: bool = False,
+    repair: Repair | None = None,
 ) -> FinishedAnswer:
     """Turn a draft into the run's answer.
 
@@ -76,21 +171,60 @@ def finish_answer(
        base lacks the answer.
     4. Status: ``stop_status`` when the loop was stopped, else ``insufficient_context`` or
        ``completed``.
+
+    With ``from_model`` the draft is a model's: its short answer is kept apart from the
+    checks and put first (:func:`split_short_answer`; checked to occur in the cited
+    sections); sentences a retrieved section supports get their citation attached; when
+    nothing cited survives, ``repair`` (if given) asks the model once more before the
+    extractive replacement.
     """
+    short: str | None = None
+    if from_model and not draft.is_insufficient_context:
+        short, draft = split_short_answer(draft)
     report = validate_citations(draft, ctx, checker, strict_grounding)
     replaced = None
+    rounds = 0
+    needs_citations = require_citations and not report.answer.is_insufficient_context
+    if needs_citations and not report.answer.citations and repair is not None:
+        rounds = 1
+        fixed = repair(REPAIR_PROMPT, draft)
+        if fixed is not None:
+            short, fixed = (
+                split_short_answer(fixed)
+                if not fixed.is_insufficient_context
+                else (
+                    None,
+                    fixed,
+                )
+            )
+            again = validate_citations(fixed, ctx, checker, strict_grounding)
+            again.removed[:0] = report.removed
+            again.unsupported[:0] = report.unsupported
+            report = again
     if (
-        require_citations
+        needs_citations
         and not report.answer.is_insufficient_context
         and not (report.answer.citations)
     ):
         replaced = UNCITED
+        short = None
         fallback = validate_citations(compose_answer(question, ctx), ctx, checker, strict_grounding)
         fallback.removed[:0] = report.removed
         fallback.unsupported[:0] = report.unsupported
         fallback.dropped_sentences[:0] = report.dropped_sentences
         report = fallback
     answer = report.answer
+    if short and not answer.is_insufficient_context:
+        if not _short_supported(short, answer, ctx):
+            if strict_grounding:
+                report.dropped_sentences.append(short)
+                short = None
+            else:
+                answer.ungrounded_sentences.insert(0, short)
+        if short:
+            answer.short_answer = short
+            if not _MARKERS.sub("", answer.answer_text).lower().startswith(short.lower()):
+                answer.answer_text = f"{short}. {answer.answer_text}".strip()
     if not require_citations:  # a conversational reply claims nothing from the evidence
         answer.ungrounded_sentences = []
     if error is not None and answer.is_insufficient_context:
@@ -111,4 +245,19 @@ def finish_answer(
         status = RunStatus.INSUFFICIENT_CONTEXT
     else:
         status = RunStatus.COMPLETED
-    return FinishedAnswer(answer=answer, status=status, report=report, replaced=replaced)
+    if not from_model:
+        source: AnswerSource = "extractive"
+    elif replaced:
+        source = "replaced"
+    elif rounds or report.added:
+        source = "repaired"
+    else:
+        source = "model"
+    return FinishedAnswer(
+        answer=answer,
+        status=status,
+        report=report,
+        replaced=replaced,
+        source=source,
+        repair_rounds=rounds,
+    )

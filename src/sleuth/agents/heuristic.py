@@ -136,7 +136,7 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
             key_points=[],
             citations=[],
             is_insufficient_context=True,
-        )
+        ).as_extractive()
     q_terms = set(terms(question))
     numbers = _named_numbers(question)
     candidates: list[tuple[float, int, int, str, str]] = []
@@ -191,7 +191,7 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
         key_points=[_key_point(sentence, sid) for _, _, sid, sentence in picked],
         citations=cited,
         is_insufficient_context=False,
-    )
+    ).as_extractive()
 
 
 def _norm(query: str) -> str:
@@ -282,7 +282,7 @@ def compose_parts(question: str, parts: list[str], ctx: RunContext) -> AnswerDra
         key_points=points[:5],
         citations=list(dict.fromkeys(cited)),
         is_insufficient_context=False,
-    )
+    ).as_extractive()
 
 
 class HeuristicReasoner:

@@ -1,17 +1,20 @@
 """The LLM reasoner: a chat model chooses tools by function calling.
 
 The model sees the system prompt, the question and the conversation so far (its tool calls
-and the tools' observations). It answers by calling the ``final_answer`` tool, whose
-argument schema is :class:`AnswerDraft`; a plain-text reply is accepted as the answer too.
-Malformed tool calls and invalid final answers become error observations sent back to it.
+and the tools' observations, the evidence numbered ``[1]``, ``[2]`` …). Its replies are read
+by the one normaliser of the LLM layer (:mod:`sleuth.llm.toolcalls`): structured calls or
+calls written as text, in any of the forms real models emit. It answers in plain text or by
+calling ``final_answer`` (argument schema :class:`AnswerDraft`). A reply that calls tools
+*and* answers runs the tools and ignores the premature answer. Unknown tools, undecodable or
+invalid arguments and invalid final answers become error observations sent back to it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-import json_repair
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -23,16 +26,17 @@ from langchain_core.messages import (
 from pydantic import ValidationError
 
 from sleuth.agents.answer import AnswerDraft
-from sleuth.agents.citations import cited_ids, clean_answer_text
+from sleuth.agents.citations import clean_answer_text
+from sleuth.agents.drafting import draft_from_text
 from sleuth.agents.heuristic import compose_answer
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
+from sleuth.llm.toolcalls import NormalizedReply, ToolCallNormalizer, content_parts
 from sleuth.prompts import load_prompt
 from sleuth.tools.base import RunContext, ToolRegistry, json_parameters
 
 FINAL_TOOL = "final_answer"
 FIX_HINT = "Please fix your mistakes."
-_INSUFFICIENT_MARKERS = ("insufficient context", "not enough information", "does not contain")
 
 
 def final_answer_spec() -> dict[str, Any]:
@@ -41,7 +45,7 @@ def final_answer_spec() -> dict[str, Any]:
         "type": "function",
         "function": {
             "name": FINAL_TOOL,
-            "description": "Give the final, cited answer and end the run.",
+            "description": "Give the final answer (citing results as [1], [2]) and end the run.",
             "parameters": json_parameters(AnswerDraft),
         },
     }
@@ -50,29 +54,6 @@ def final_answer_spec() -> dict[str, Any]:
 def _validation_message(exc: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()
-    )
-
-
-def draft_from_text(text: str) -> AnswerDraft | None:
-    """Read a final answer from a model's plain reply: JSON if it is JSON, else prose."""
-    stripped = text.strip()
-    if not stripped:
-        return None
-    if stripped.startswith(("{", "```")):
-        data = json_repair.loads(stripped.strip("`").removeprefix("json"))
-        if isinstance(data, dict) and "answer_text" in data:
-            try:
-                return AnswerDraft.model_validate(data)
-            except ValidationError:
-                pass
-    prose = clean_answer_text(stripped)
-    if not prose:
-        return None
-    insufficient = any(m in prose.lower() for m in _INSUFFICIENT_MARKERS)
-    return AnswerDraft(
-        answer_text=prose,
-        citations=[] if insufficient else cited_ids(prose),
-        is_insufficient_context=insufficient,
     )
 
 
@@ -96,65 +77,105 @@ class LLMReasoner:
         # the first step always searches: the agent looks at the evidence before answering
         # (small models otherwise answer from memory); later steps are the model's choice
         first = not ctx.searches and "rag_search" in tools
-        bound = self.model.bind_tools(
-            [*tools.specs(), final_answer_spec()],
-            tool_choice="rag_search" if first else "auto",
-        )
+        specs = [*tools.specs(), final_answer_spec()]
+        bound = self.model.bind_tools(specs, tool_choice="rag_search" if first else "auto")
         reply = bound.invoke(self._prompt(state))
         if not isinstance(reply, AIMessage):
-            reply = AIMessage(content=str(reply.content))
+            reply = AIMessage(content=str(getattr(reply, "content", reply)))
         ctx.add_usage(dict(reply.usage_metadata or {}))
-        thought = clean_answer_text(_text(reply.content))
-        errors: list[str] = []
-        feedback: list[BaseMessage] = []
-        calls: list[ToolCallRequest] = []
+        parsed = ToolCallNormalizer(specs).normalize(reply)
+        return self._decision(state, parsed, first=first)
+
+    def _decision(self, state: AgentState, parsed: NormalizedReply, first: bool) -> Decision:
+        thought = clean_answer_text(parsed.text) if parsed.calls or parsed.errors else ""
+        if parsed.thinking:
+            thought = (parsed.thinking + ("\n" + thought if thought else "")).strip()
+        tool_calls = [c for c in parsed.calls if c.name != FINAL_TOOL]
+        finals = [c for c in parsed.calls if c.name == FINAL_TOOL]
+        errors = [e.message + " " + FIX_HINT for e in parsed.errors]
+        calls = [ToolCallRequest(id=c.id, name=c.name, arguments=c.arguments) for c in tool_calls]
+        notes: list[str] = []
         draft: AnswerDraft | None = None
-
-        def reject(message: str, call_id: str | None, name: str | None) -> None:
-            errors.append(message)
-            if call_id:
-                feedback.append(ToolMessage(message, tool_call_id=call_id, name=name or "tool"))
-            else:
-                feedback.append(HumanMessage(message))
-
-        for bad in reply.invalid_tool_calls:
-            reject(
-                f"Error: the arguments of your call to '{bad.get('name')}' are not valid JSON "
-                f"({bad.get('error') or 'parse error'}): {bad.get('args')!r}. {FIX_HINT}",
-                bad.get("id"),
-                bad.get("name"),
-            )
-        for n, call in enumerate(reply.tool_calls):
-            call_id = call.get("id") or f"call_{state.iteration_count}_{n}"
-            if call["name"] != FINAL_TOOL:
-                calls.append(ToolCallRequest(id=call_id, name=call["name"], arguments=call["args"]))
-                continue
+        if finals and calls:
+            notes.append("a final answer given together with tool calls was ignored")
+        elif finals:
             try:
-                draft = AnswerDraft.model_validate(call["args"])
+                draft = AnswerDraft.model_validate(finals[0].arguments)
             except ValidationError as exc:
-                reject(
+                errors.append(
                     f"Error: invalid {FINAL_TOOL} arguments: {_validation_message(exc)}. "
-                    + FIX_HINT,
-                    call_id,
-                    FINAL_TOOL,
+                    + FIX_HINT
                 )
+        elif not calls and not parsed.errors:
+            draft = draft_from_text(parsed.text)
+            if draft is None:
+                errors.append(f"Error: empty reply. Call a tool or answer. {FIX_HINT}")
+        if first and not calls:
+            # the evidence comes first: a model that answers (or errs) before searching is
+            # made to search with the question itself (an answer it wrote is not used)
+            calls = [
+                ToolCallRequest(
+                    id=f"call_search_{state.iteration_count}",
+                    name="rag_search",
+                    arguments={"query": state.original_query},
+                )
+            ]
+            notes.append("the model did not call rag_search first; searching with the question")
+            draft = None
+        message = _history_message(parsed, calls, finals)
+        feedback: list[BaseMessage] = []
+        for error in parsed.errors:
+            feedback.append(
+                ToolMessage(
+                    error.message + " " + FIX_HINT,
+                    tool_call_id=error.id,
+                    name=error.name or "unknown_tool",
+                )
+            )
+        if finals and calls:  # every call in the history gets an answer
+            feedback.extend(
+                ToolMessage(
+                    "Ignored: give the final answer after reading the tool results.",
+                    tool_call_id=c.id,
+                    name=FINAL_TOOL,
+                )
+                for c in finals
+            )
+        if draft is None and not calls and errors and not parsed.errors:
+            feedback.append(HumanMessage(" ".join(errors)))
+        if notes:
+            thought = (thought + " " if thought else "") + "(" + "; ".join(notes) + ")"
         if draft is not None:
-            return Decision(thought=thought, draft=draft, message=reply)
-        if calls and not _text(reply.content).strip():
-            # some OpenAI-compatible servers reject an assistant turn with null content
-            reply = reply.model_copy(update={"content": thought_for(calls)})
-        if not reply.tool_calls and not reply.invalid_tool_calls:
-            draft = draft_from_text(_text(reply.content))
-            if draft is not None:
-                return Decision(thought="I have the answer.", draft=draft, message=reply)
-            reject(f"Error: empty reply. Call a tool or {FINAL_TOOL}. {FIX_HINT}", None, None)
+            return Decision(thought=thought or "I have the answer.", draft=draft, message=message)
         return Decision(
             thought=thought or (thought_for(calls) if calls else "The reply was not usable."),
             tool_calls=calls,
             errors=errors,
-            message=reply,
+            message=message,
             feedback=feedback,
         )
+
+    def repair(
+        self, state: AgentState, ctx: RunContext
+    ) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
+        """The repair round of :func:`~sleuth.agents.finish.finish_answer`: the model is
+        shown its draft and told what was wrong; its new plain-text answer is read (None
+        when the call fails or the reply is empty)."""
+
+        def run(problem: str, draft: AnswerDraft) -> AnswerDraft | None:
+            messages = [*self._prompt(state)]
+            if messages and isinstance(messages[-1], AIMessage):  # the draft's own turn
+                messages = messages[:-1]
+            messages += [AIMessage(draft.answer_text), HumanMessage(problem)]
+            try:
+                reply = self.model.invoke(messages)
+            except Exception:
+                return None
+            ctx.add_usage(dict(getattr(reply, "usage_metadata", None) or {}))
+            text, _ = content_parts(reply.content, getattr(reply, "additional_kwargs", None))
+            return draft_from_text(text)
+
+        return run
 
     def conclude(self, state: AgentState, ctx: RunContext, reason: RunStatus) -> AnswerDraft:
         messages = [*self._prompt(state)]
@@ -164,23 +185,38 @@ class LLMReasoner:
         try:
             reply = self.model.invoke(messages)
             ctx.add_usage(dict(getattr(reply, "usage_metadata", None) or {}))
-            draft = draft_from_text(_text(reply.content))
+            text, _ = content_parts(reply.content, getattr(reply, "additional_kwargs", None))
+            draft = draft_from_text(text)
         except Exception:
             draft = None
         return draft or compose_answer(state.original_query, ctx)
 
 
+def _history_message(
+    parsed: NormalizedReply, calls: list[ToolCallRequest], finals: list[Any]
+) -> AIMessage:
+    """The assistant turn as the conversation keeps it: the calls in structured form.
+
+    Calls read from text become structured ``tool_calls`` (servers then render them with the
+    model's own template, and each gets its ``ToolMessage``); rejected calls are kept with
+    empty arguments so their error observations have a call to answer.
+    """
+    structured = [{"name": c.name, "args": c.arguments, "id": c.id} for c in calls]
+    structured += [{"name": f.name, "args": f.arguments, "id": f.id} for f in finals]
+    structured += [
+        {"name": e.name or "unknown_tool", "args": {}, "id": e.id} for e in parsed.errors
+    ]
+    content = parsed.text if not structured else clean_answer_text(parsed.text)
+    if structured and not content.strip():
+        # some OpenAI-compatible servers reject an assistant turn with null content
+        content = thought_for(calls) if calls else "Calling a tool."
+    return AIMessage(content=content, tool_calls=structured)
+
+
 def thought_for(calls: list[ToolCallRequest]) -> str:
     """A one-line description of tool calls, used when the model gave no thought."""
-    return "Calling " + ", ".join(f"{c.name}({json.dumps(c.arguments)})" for c in calls) + "."
-
-
-def _text(content: Any) -> str:
-    """Flatten LangChain message content (a string or a list of parts) to text."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part.get("text", "") if isinstance(part, dict) else str(part) for part in content
-        )
-    return json.dumps(content) if content is not None else ""
+    return (
+        "Calling "
+        + ", ".join(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})" for c in calls)
+        + "."
+    )

@@ -427,6 +427,8 @@ def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
                 draft = rt.reasoner.conclude(state, rt.ctx, reason)
             except Exception:  # the evidence-based fallback always answers
                 draft = compose_answer(question, rt.ctx)
+    model_repair = getattr(rt.reasoner, "repair", None)
+    from_model = getattr(rt.reasoner, "model", None) is not None and not draft.extractive
     finished = finish_answer(
         question,
         draft,
@@ -435,6 +437,10 @@ def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         rt.error,
         checker=rt.checker,
         strict_grounding=rt.strict_grounding,
+        from_model=from_model,
+        repair=model_repair(state, rt.ctx)
+        if from_model and model_repair and rt.error is None and time.monotonic() < rt.deadline
+        else None,
     )
     answer, removed, status = finished.answer, finished.removed, finished.status
     rt.citation_trace = finished.trace()

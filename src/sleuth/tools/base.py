@@ -27,10 +27,13 @@ class ToolResult(BaseModel):
     status: str
     payload: dict[str, Any] = {}
     chunks: list[Chunk] = []
+    text: str | None = None
+    """The observation as prose for the model (e.g. numbered evidence); None: the payload."""
 
     def observation(self, max_chars: int = 6000) -> str:
-        """Text sent back to the model: the status line and the JSON payload, truncated."""
-        body = json.dumps(self.payload, ensure_ascii=False)
+        """Text sent back to the model: the status line and ``text`` (else the JSON payload),
+        truncated to ``max_chars`` characters."""
+        body = self.text if self.text is not None else json.dumps(self.payload, ensure_ascii=False)
         if len(body) > max_chars:
             body = body[:max_chars] + " …[truncated]"
         return f"{self.status}\n{body}"

@@ -23,6 +23,21 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
+def evidence_block(number: int | None, source_id: str, title: str, text: str) -> str:
+    """One numbered piece of evidence as the model reads it::
+
+        [3] BNS_S103 · Section 103. Punishment for murder
+        Whoever commits murder shall be punished with death or ...
+
+    The number is the section's evidence number in the run (cite it as ``[3]``); without
+    one the block opens ``[BNS_S103] title``.
+    """
+    if number is None:
+        return f"[{source_id}] {title}\n{text}"
+    heading = f"{source_id} · {title}" if title and title != source_id else source_id
+    return f"[{number}] {heading}\n{text}"
+
+
 class SearchArgs(BaseModel):
     query: str = Field(min_length=1, description="What to look for: key words or a question")
     collection: str | None = Field(
@@ -75,10 +90,14 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
             for sid, (score, chunk) in top
         ]
         ids = ", ".join(r["source_id"] for r in results) or "nothing"
+        text = "\n\n".join(
+            evidence_block(r["number"], r["source_id"], r["title"], r["snippet"]) for r in results
+        )
         return ToolResult(
             status=f"rag_search '{args.query}' in {collection}: {len(results)} sections ({ids})",
             payload={"query": args.query, "collection": collection, "results": results},
             chunks=[chunk for _, (_, chunk) in top],
+            text=text or "No section matched. Search again with other words.",
         )
 
     def read_section(args: SectionArgs, ctx: RunContext) -> ToolResult:
@@ -107,6 +126,12 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
                 "references": refs,
             },
             chunks=chunks,
+            text=evidence_block(
+                ctx.numbers.get(args.source_id),
+                args.source_id,
+                chunks[0].heading,
+                text[:SECTION_CHARS],
+            ),
         )
 
     def outline(args: OutlineArgs, ctx: RunContext) -> ToolResult:
@@ -152,6 +177,12 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
                     }
                 )
         ctx.track(surfaced)
+        text = "\n\n".join(
+            evidence_block(
+                ctx.numbers.get(f["source_id"]), f["source_id"], f["title"], f["snippet"]
+            )
+            for f in found
+        )
         ctx.followed.add(args.source_id)
         cited_by = sorted(
             {r.source_id for r in kb.catalog.references_to(ctx.collection, args.source_id)}
@@ -167,6 +198,7 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
                 "cited_by": cited_by[:20],
             },
             chunks=surfaced,
+            text=text or f"{args.source_id} refers to no other section.",
         )
 
     def list_collections(_: NoArgs, ctx: RunContext) -> ToolResult:

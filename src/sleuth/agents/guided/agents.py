@@ -27,12 +27,14 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import ValidationError
 
 from sleuth.agents.answer import AnswerDraft
-from sleuth.agents.citations import cited_ids
+from sleuth.agents.drafting import draft_from_text
 from sleuth.agents.guided.schemas import (
     CompressedPassage,
     Compression,
@@ -47,8 +49,11 @@ from sleuth.agents.guided.schemas import (
 )
 from sleuth.agents.guided.structured import StructuredResult, call_structured
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
+from sleuth.llm.toolcalls import ToolCallNormalizer
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.text import STOPWORDS, key_phrase, sentences, terms, words
+from sleuth.tools.base import json_parameters
+from sleuth.tools.rag import evidence_block
 
 UsageSink = Callable[[dict[str, int]], None]
 
@@ -115,6 +120,8 @@ class EvidenceSection:
     source_id: str
     title: str
     text: str
+    number: int | None = None
+    """The section's evidence number in the run (the model cites it as ``[n]``)."""
 
 
 def top_k_for(profile: RetrievalProfile) -> int:
@@ -151,12 +158,17 @@ def question_terms(question: str) -> set[str]:
     return _content_terms(question) - style - ids
 
 
-def format_evidence(evidence: Sequence[EvidenceSection], chars: int = EVIDENCE_CHARS) -> str:
-    """Evidence as prompt text: ``[source_id] title`` then the (truncated) text, per section."""
+def format_evidence(
+    evidence: Sequence[EvidenceSection],
+    chars: int = EVIDENCE_CHARS,
+    sections: int = MAX_EVIDENCE_SECTIONS,
+) -> str:
+    """Evidence as prompt text, per section: ``[n] source_id · title`` (``[source_id]
+    title`` for a section without a number) then its text cut to ``chars`` characters."""
     blocks = []
-    for e in evidence[:MAX_EVIDENCE_SECTIONS]:
+    for e in evidence[:sections]:
         body = e.text if len(e.text) <= chars else e.text[: chars - 1].rstrip() + "…"
-        blocks.append(f"[{e.source_id}] {e.title}\n{body}")
+        blocks.append(evidence_block(e.number, e.source_id, e.title, body))
     return "\n\n".join(blocks) or "(no evidence retrieved)"
 
 
@@ -258,6 +270,20 @@ def is_multi_part(question: str) -> bool:
     ):
         return True
     return not extract_references(question) and _split_and(question) is not None
+
+
+_CHAT_CUE = re.compile(
+    r"^\W*(hi|hello|hey|thanks|thank you|good (morning|afternoon|evening)|bye|goodbye|"
+    r"who are you|what can you do|how are you)\b",
+    re.I,
+)
+
+
+def planner_needed(question: str) -> bool:
+    """Whether the planner agent's judgement is worth a model call: a message that may not be
+    a question for the knowledge base (a greeting, thanks, "who are you") or that has fewer
+    than two content terms. Any other question is planned by :func:`heuristic_plan`."""
+    return bool(_CHAT_CUE.search(question)) or len(question_terms(question)) < 2
 
 
 def heuristic_plan(question: str) -> Plan:
@@ -656,6 +682,25 @@ def compress_evidence(
 # ---------------------------------------------------------------- generation
 
 
+GENERATION_EVIDENCE_CHARS = 1200
+"""Characters of each section's text the generator reads (its head: a section's main rule,
+an article's lead)."""
+GENERATION_SECTIONS = 5
+
+
+def generation_messages(
+    question: str, evidence: Sequence[EvidenceSection], notes: Sequence[str] = ()
+) -> list[BaseMessage]:
+    """The generator's prompt: instructions, then the numbered evidence, then the question.
+
+    The evidence comes before the question so that a model server's prompt cache can reuse it
+    for the repair round.
+    """
+    body = format_evidence(evidence, GENERATION_EVIDENCE_CHARS, GENERATION_SECTIONS)
+    parts = [f"Evidence:\n{body}", *notes, f"Question: {question}"]
+    return _messages("guided_answer", "\n\n".join(parts))
+
+
 def generate_draft(
     question: str,
     evidence: Sequence[EvidenceSection],
@@ -663,38 +708,45 @@ def generate_draft(
     *,
     fallback: Callable[[], AnswerDraft],
     notes: Sequence[str] = (),
-    strict_grounding: bool = True,
-    max_retries: int = 2,
     usage: UsageSink | None = None,
 ) -> StructuredResult[AnswerDraft]:
-    """The generator: a cited :class:`AnswerDraft` from the (compressed) evidence.
+    """The generator: the model writes the answer in plain text from the numbered evidence.
 
-    Output validator: cited ids must be among the evidence's source_ids; with
-    ``strict_grounding`` an answer (not flagged insufficient) must cite at least one.
-    ``notes`` (sub-questions, synthesis hint, the evaluator's gap) go into the prompt.
-    Falls back to ``fallback`` (the extractive :func:`~sleuth.agents.heuristic.compose_answer`).
+    The reply is read by :func:`~sleuth.agents.drafting.draft_from_text` (fences, JSON and
+    labels removed; "Insufficient context:" recognised); citations are checked, attached or
+    repaired afterwards by :func:`~sleuth.agents.finish.finish_answer`. ``notes``
+    (sub-questions, the evaluator's gap) go into the prompt. Falls back to ``fallback`` (the
+    extractive :func:`~sleuth.agents.heuristic.compose_answer`) without a model, when the
+    call fails or when the reply is empty.
     """
-    allowed = [e.source_id for e in evidence]
+    if model is None:
+        return StructuredResult(value=fallback(), path="fallback")
+    try:
+        reply = model.invoke(generation_messages(question, evidence, notes))
+    except Exception as exc:
+        return StructuredResult(
+            value=fallback(), path="fallback", errors=[f"{type(exc).__name__}: {exc}"]
+        )
+    if usage is not None and getattr(reply, "usage_metadata", None):
+        usage(dict(reply.usage_metadata))
+    return read_answer_reply(reply, fallback)
 
-    def validate(value: AnswerDraft) -> None:
-        cited = list(dict.fromkeys([*cited_ids(value.answer_text), *value.citations]))
-        unknown = [sid for sid in cited if sid not in allowed]
-        if unknown:
-            raise ValueError(
-                f"cited ids not in the evidence: {', '.join(unknown)}; cite only: "
-                + ", ".join(allowed)
-            )
-        if strict_grounding and not value.is_insufficient_context and not cited:
-            raise ValueError("cite the sections that support each claim as [source_id]")
 
-    parts = [f"Question: {question}", *notes, f"Evidence:\n{format_evidence(evidence, 4000)}"]
-    return call_structured(
-        model,
-        AnswerDraft,
-        _messages("guided_answer", "\n\n".join(parts)),
-        max_retries=max_retries,
-        fallback=fallback,
-        name="final_answer",
-        validator=validate,
-        usage=usage,
-    )
+def read_answer_reply(
+    reply: Any, fallback: Callable[[], AnswerDraft]
+) -> StructuredResult[AnswerDraft]:
+    """An answer draft from a model reply: plain text, or a ``final_answer``-style call
+    (read with the LLM layer's normaliser); the fallback when neither gives one."""
+    parsed = ToolCallNormalizer({"final_answer": json_parameters(AnswerDraft)}).normalize(reply)
+    draft: AnswerDraft | None = None
+    errors: list[str] = [e.message for e in parsed.errors]
+    if parsed.calls:
+        try:
+            draft = AnswerDraft.model_validate(parsed.calls[0].arguments)
+        except ValidationError as exc:
+            errors.append(f"invalid final_answer arguments: {exc.errors()[0]['msg']}")
+    if draft is None and not parsed.calls:
+        draft = draft_from_text(parsed.text)
+    if draft is None:
+        return StructuredResult(value=fallback(), path="fallback", errors=errors or ["empty reply"])
+    return StructuredResult(value=draft, path="llm", errors=errors)

@@ -42,11 +42,12 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
@@ -69,9 +70,15 @@ from sleuth.agents.guided.agents import (
     decompose_question,
     evaluate_evidence,
     generate_draft,
+    generation_messages,
+    heuristic_compression,
+    heuristic_plan,
     heuristic_route,
+    heuristic_verdict,
     parse_intent,
     plan_question,
+    planner_needed,
+    read_answer_reply,
     refine_query,
     top_k_for,
 )
@@ -81,10 +88,17 @@ from sleuth.agents.heuristic import compose_answer, compose_parts, rank_sections
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
+from sleuth.llm.toolcalls import content_parts
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext, ToolRegistry, ToolResult
+
+LLMAgents = Literal["auto", "all"]
+"""Which guided agents ask the model: ``all`` of them, or (``auto``) only where the
+heuristic is unsure — the planner for messages that may not be questions or that ask several
+things, the CRAG evaluator when the coverage verdict is not SUFFICIENT, refinement after a
+model verdict, decomposition, the generator; never the intent parser or compression."""
 
 DEFAULT_MAX_REFINEMENTS = 2
 DEFAULT_TOKEN_BUDGET = 1500
@@ -195,6 +209,8 @@ class _Run:
     calls: int = 0
     results: dict[str, StructuredResult[Any]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    llm_agents: LLMAgents = "auto"
+    generation: tuple[str, list[EvidenceSection], list[str]] | None = None
 
     # ------------------------------------------------------------ records
 
@@ -304,7 +320,10 @@ class _Run:
     def section(self, source_id: str) -> EvidenceSection:
         chunks = self.ctx.retrieved[source_id]
         return EvidenceSection(
-            source_id=source_id, title=chunks[0].heading, text=join_parts(chunks)
+            source_id=source_id,
+            title=chunks[0].heading,
+            text=join_parts(chunks),
+            number=self.ctx.numbers.get(source_id),
         )
 
     def ranked(self, question: str, among: list[str] | None = None) -> list[str]:
@@ -361,7 +380,7 @@ def route(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     started = time.perf_counter()
     heuristic = heuristic_route(state.question)
     chosen = heuristic
-    if rt.model is not None and rt.use_intent_parser:
+    if rt.model is not None and rt.use_intent_parser and rt.llm_agents == "all":
         result = parse_intent(
             state.question,
             rt.model,
@@ -381,13 +400,16 @@ def plan(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     """The planner agent (pass-through plan without a model)."""
     rt = _rt(config)
     started = time.perf_counter()
-    result = plan_question(
-        state.question,
-        rt.model,
-        collection=rt.ctx.collection,
-        max_retries=rt.max_retries,
-        usage=rt.usage,
-    )
+    if rt.model is not None and rt.llm_agents == "auto" and not planner_needed(state.question):
+        result = StructuredResult(value=heuristic_plan(state.question), path="heuristic")
+    else:
+        result = plan_question(
+            state.question,
+            rt.model,
+            collection=rt.ctx.collection,
+            max_retries=rt.max_retries,
+            usage=rt.usage,
+        )
     rt.record("planner", result)
     rt.timed("plan", started)
     return {"plan": result.value}
@@ -463,8 +485,10 @@ def skip(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
                     [SystemMessage(load_prompt("guided_direct")), HumanMessage(state.question)]
                 )
                 rt.usage(dict(getattr(reply, "usage_metadata", None) or {}))
-                content = reply.content
-                text = clean_answer_text(content if isinstance(content, str) else str(content))
+                visible, _ = content_parts(
+                    reply.content, getattr(reply, "additional_kwargs", None)
+                )
+                text = clean_answer_text(visible)
             except Exception as exc:
                 rt.think(f"The direct reply failed ({type(exc).__name__}); using a canned one.")
         draft = AnswerDraft(
@@ -584,9 +608,13 @@ def evaluate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     index = state.target_index
     target = state.targets[index]
     evidence = rt.target_evidence(index, target)
-    result = evaluate_evidence(
-        target, evidence, rt.model, max_retries=rt.max_retries, usage=rt.usage
-    )
+    coverage = heuristic_verdict(target, evidence)
+    if rt.model is not None and rt.llm_agents == "auto" and coverage.verdict == "SUFFICIENT":
+        result = StructuredResult(value=coverage, path="heuristic")
+    else:
+        result = evaluate_evidence(
+            target, evidence, rt.model, max_retries=rt.max_retries, usage=rt.usage
+        )
     rt.record("crag_evaluator", result)
     verdict = result.value
     rt.crag.append(
@@ -661,11 +689,13 @@ def refine(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         rt.act_step(calls)
         rt.timed("refine", started)
         return {"next_step": "evaluate", "round": state.round + 1}
+    judged = rt.results.get("crag_evaluator")
+    by_model = rt.llm_agents == "all" or (judged is not None and judged.from_model)
     result = refine_query(
         target,
         verdict,
         list(rt.ctx.searches),
-        rt.model,
+        rt.model if by_model else None,
         max_retries=rt.max_retries,
         usage=rt.usage,
     )
@@ -788,19 +818,29 @@ def compress(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     budget = (
         rt.token_budget // 2 if state.plan and state.plan.needs_compression else (rt.token_budget)
     )
-    result = compress_evidence(
-        state.question,
-        q_terms,
-        state.evidence,
-        budget,
-        rt.model,
-        max_retries=rt.max_retries,
-        usage=rt.usage,
-    )
+    if rt.model is not None and rt.llm_agents == "auto":
+        result = StructuredResult(
+            value=heuristic_compression(q_terms, state.evidence, budget), path="heuristic"
+        )
+    else:
+        result = compress_evidence(
+            state.question,
+            q_terms,
+            state.evidence,
+            budget,
+            rt.model,
+            max_retries=rt.max_retries,
+            usage=rt.usage,
+        )
     rt.record("compression", result)
     titles = {e.source_id: e.title for e in state.evidence}
     evidence = [
-        EvidenceSection(source_id=p.source_id, title=titles.get(p.source_id, ""), text=p.text)
+        EvidenceSection(
+            source_id=p.source_id,
+            title=titles.get(p.source_id, ""),
+            text=p.text,
+            number=rt.ctx.numbers.get(p.source_id),
+        )
         for p in result.value.passages
     ]
     before = rt.compression["tokens_before"]
@@ -888,15 +928,13 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
                 "The evidence evaluator found gaps (" + "; ".join(gaps) + "): say what the "
                 "evidence does not cover."
             )
-        assert state.plan is not None
+        rt.generation = (state.question, list(evidence), list(notes))
         result = generate_draft(
             state.question,
             evidence,
             rt.model,
             fallback=lambda: _heuristic_draft(rt, state),
             notes=notes,
-            strict_grounding=state.plan.strict_grounding,
-            max_retries=rt.max_retries,
             usage=rt.usage,
         )
         rt.record("generator", result)
@@ -920,6 +958,7 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     draft = state.draft or compose_answer(state.question, rt.ctx)
     conversational = state.plan is not None and state.plan.skip_retrieval == "llm_only"
     strict = rt.strict_grounding or (state.plan is not None and state.plan.strict_grounding)
+    from_model = rt.model is not None and not draft.extractive and not conversational
     finished = finish_answer(
         state.question,
         draft,
@@ -928,6 +967,8 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         require_citations=not conversational,
         checker=rt.checker,
         strict_grounding=strict and not conversational,
+        from_model=from_model and state.plan is not None and state.plan.skip_retrieval == "none",
+        repair=_repair(rt) if from_model and rt.generation and not rt.expired() else None,
     )
     answer, removed, status = finished.answer, finished.removed, finished.status
     rt.removed.extend(removed)
@@ -942,6 +983,31 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     )
     rt.timed("finalize", started)
     return {"final_answer": answer, "status": status}
+
+
+def _repair(rt: _Run) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
+    """The repair round: the generator's prompt, its draft, and what was wrong with it."""
+
+    def run(problem: str, draft: AnswerDraft) -> AnswerDraft | None:
+        assert rt.model is not None and rt.generation is not None
+        question, evidence, notes = rt.generation
+        messages = [
+            *generation_messages(question, evidence, notes),
+            AIMessage(draft.answer_text),
+            HumanMessage(problem),
+        ]
+        started = time.perf_counter()
+        try:
+            reply = rt.model.invoke(messages)
+        except Exception:
+            return None
+        finally:
+            rt.timed("repair", started)
+        rt.usage(dict(getattr(reply, "usage_metadata", None) or {}))
+        result = read_answer_reply(reply, lambda: draft)
+        return result.value if result.from_model else None
+
+    return run
 
 
 def _next(state: GuidedState) -> str:
@@ -1022,6 +1088,7 @@ class GuidedRuntime:
         checker: SupportChecker | None = None,
         strict_grounding: bool = False,
         recalled: list[str] | None = None,
+        llm_agents: LLMAgents = "auto",
     ) -> GuidedResult:
         """Answer ``question`` with the guided graph.
 
@@ -1046,6 +1113,8 @@ class GuidedRuntime:
                 when the planner asks for it).
             recalled: source_ids cited by a similar earlier question of the same user
                 (agent memory); enrichment re-reads them.
+            llm_agents: ``auto`` (the model only where the heuristic is unsure, see
+                :data:`LLMAgents`) or ``all``; ignored without a model.
 
         Returns:
             A :class:`GuidedResult` with exactly one answer. Never raises: a failure of the
@@ -1066,6 +1135,7 @@ class GuidedRuntime:
             checker=checker,
             strict_grounding=strict_grounding,
             recalled=list(recalled or [])[:READ_PER_TARGET],
+            llm_agents=llm_agents,
         )
         started = time.perf_counter()
         rt.observe(

@@ -29,7 +29,7 @@ from sleuth.tools.base import json_parameters
 
 T = TypeVar("T", bound=BaseModel)
 
-StructuredPath = Literal["llm", "llm_after_retry", "fallback"]
+StructuredPath = Literal["llm", "llm_after_retry", "fallback", "heuristic"]
 FIX_HINT = "Please fix your mistakes."
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
@@ -42,7 +42,8 @@ class StructuredResult(Generic[T]):
         value: the validated object (from the model, or from the fallback).
         path: ``"llm"`` (first reply valid), ``"llm_after_retry"`` (valid after one or more
             corrections), ``"fallback"`` (no model, a model error, or still invalid after
-            ``max_retries`` corrections).
+            ``max_retries`` corrections), ``"heuristic"`` (the model was not asked: the
+            heuristic was confident, see the guided runtime's ``llm_agents="auto"``).
         retries: how many times an invalid output was sent back to the model (0 without a
             model; ``max_retries`` when every output was invalid).
         errors: the validation / call errors met, in order.
@@ -55,7 +56,7 @@ class StructuredResult(Generic[T]):
 
     @property
     def from_model(self) -> bool:
-        return self.path != "fallback"
+        return self.path in ("llm", "llm_after_retry")
 
 
 def tool_name_for(schema: type[BaseModel]) -> str:

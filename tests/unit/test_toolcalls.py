@@ -1,0 +1,153 @@
+"""The LLM layer's one normaliser: every form of tool call and content real models send."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from sleuth.llm.toolcalls import ToolCallNormalizer, content_parts, message_text
+
+SEARCH = {
+    "type": "object",
+    "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}},
+    "required": ["query"],
+}
+ANSWER = {
+    "type": "object",
+    "properties": {"answer_text": {"type": "string"}},
+    "required": ["answer_text"],
+}
+TOOLS = {"rag_search": SEARCH, "final_answer": ANSWER}
+
+
+def _read(message: AIMessage):  # type: ignore[no-untyped-def]
+    return ToolCallNormalizer(TOOLS).normalize(message)
+
+
+def _calls(message: AIMessage) -> list[tuple[str, dict[str, object]]]:
+    return [(c.name, c.arguments) for c in _read(message).calls]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>\n{"name": "rag_search", "arguments": {"query": "murder punishment"}}\n'
+        "</tool_call>",
+        '{"name": "rag_search", "arguments": {"query": "murder punishment"}}',
+        '{{"name": "rag_search", "arguments": {"query": "murder punishment"}}}',
+        '```json\n{"name": "rag_search", "arguments": {"query": "murder punishment"}}\n```',
+        '{"tool": "rag_search", "args": {"query": "murder punishment"}}',
+        'functions.rag_search:{"query": "murder punishment"}',
+        'I will search first.\n{"function": {"name": "rag_search", "arguments": '
+        '"{\\"query\\": \\"murder punishment\\"}"}}',
+    ],
+)
+def test_text_forms_of_one_call(text: str) -> None:
+    reply = _read(AIMessage(content=text))
+    assert [(c.name, c.arguments) for c in reply.calls] == [
+        ("rag_search", {"query": "murder punishment"})
+    ]
+    assert reply.from_text and reply.errors == []
+    assert "{" not in reply.text and "tool_call" not in reply.text and "```" not in reply.text
+
+
+def test_several_calls_on_lines_and_the_qwen_double_brace_leak() -> None:
+    # the exact shape llama-server returned in content for Qwen2.5-Coder-1.5B
+    text = (
+        '{{"name": "rag_search", "arguments": {"query": "murder punishment", "top_k": 1}}}\n'
+        '{{"name": "final_answer", "arguments": {"answer_text": "Death [BNS_S103]."}}}'
+    )
+    assert _calls(AIMessage(content=text)) == [
+        ("rag_search", {"query": "murder punishment", "top_k": 1}),
+        ("final_answer", {"answer_text": "Death [BNS_S103]."}),
+    ]
+
+
+def test_structured_calls_with_string_and_double_encoded_arguments() -> None:
+    once = json.dumps({"query": "theft"})
+    twice = json.dumps(once)
+    message = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "rag_search", "args": {"query": "murder"}, "id": "a"},
+        ],
+        invalid_tool_calls=[
+            {"name": "rag_search", "args": twice, "id": "b", "error": None, "type": "invalid"}
+        ],
+    )
+    reply = _read(message)
+    assert [(c.id, c.arguments) for c in reply.calls] == [
+        ("a", {"query": "murder"}),
+        ("b", {"query": "theft"}),
+    ]
+    assert not reply.from_text
+
+
+def test_json_inside_a_string_field_is_unwrapped_or_refused() -> None:
+    same_key = AIMessage(
+        content="",
+        tool_calls=[{"name": "rag_search", "args": {"query": '{"query": "murder"}'}, "id": "a"}],
+    )
+    assert _calls(same_key) == [("rag_search", {"query": "murder"})]
+    other_key = AIMessage(
+        content="",
+        tool_calls=[{"name": "rag_search", "args": {"query": '{"q": "murder"}'}, "id": "b"}],
+    )
+    reply = _read(other_key)
+    assert reply.calls == []
+    assert "must be plain text, not a JSON object" in reply.errors[0].message
+
+
+def test_unknown_tool_and_missing_argument_are_errors_for_the_model() -> None:
+    reply = _read(
+        AIMessage(
+            content='{"name": "web_search", "arguments": {"query": "x"}}\n'
+            '{"name": "rag_search", "arguments": {"top_k": 3}}'
+        )
+    )
+    assert reply.calls == []
+    unknown, missing = reply.errors
+    assert "unknown tool 'web_search'" in unknown.message
+    assert "rag_search, final_answer" in unknown.message
+    assert missing.name == "rag_search" and "query" in missing.message
+
+
+def test_arguments_that_are_not_an_object_are_an_error() -> None:
+    message = AIMessage(
+        content="",
+        invalid_tool_calls=[
+            {"name": "rag_search", "args": '["a", "b"]', "id": "x", "error": None, "type": "x"}
+        ],
+    )
+    reply = _read(message)
+    assert reply.calls == [] and "must be a JSON object" in reply.errors[0].message
+
+
+def test_plain_prose_is_text_not_a_call() -> None:
+    reply = _read(AIMessage(content="Murder is punished with death [1]. See {section 103}."))
+    assert reply.calls == [] and reply.errors == []
+    assert reply.text == "Murder is punished with death [1]. See {section 103}."
+
+
+def test_content_parts_join_text_and_keep_thinking_apart() -> None:
+    content = [
+        {"type": "thinking", "thinking": "The user asks about murder."},
+        {"type": "text", "text": "Death or "},
+        {},
+        None,
+        {"type": "text", "text": "life imprisonment [1]."},
+        {"type": "reasoning", "reasoning": "cite S103"},
+    ]
+    text, thinking = content_parts(content)
+    assert text == "Death or life imprisonment [1]."
+    assert thinking == "The user asks about murder.\ncite S103"
+    assert message_text(AIMessage(content="<think>hmm</think>Yes.")) == "Yes."
+    spans = content_parts("", {"reasoning_content": "server-side reasoning"})
+    assert spans == ("", "server-side reasoning")
+
+
+def test_a_call_cut_off_by_the_token_limit_is_repaired() -> None:
+    cut = '<tool_call>{"name": "rag_search", "arguments": {"query": "dowry death'
+    assert _calls(AIMessage(content=cut)) == [("rag_search", {"query": "dowry death"})]
