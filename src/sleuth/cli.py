@@ -559,7 +559,7 @@ def mcp_server(
 
 eval_app = typer.Typer(
     help="Evaluate sleuth on a dataset (retrieval, answers, citations, agent behaviour), or "
-    "compare two evaluations. Run: sleuth eval --dataset hotpotqa|statutes|PATH.",
+    "compare two evaluations. Run: sleuth eval --dataset hotpotqa|statutes|musique|PATH.",
     invoke_without_command=True,
 )
 app.add_typer(eval_app, name="eval")

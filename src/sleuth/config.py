@@ -140,8 +140,8 @@ class Settings(BaseSettings):
     guided_llm_agents: Literal["auto", "all"] = Field(
         default="auto",
         description="Guided mode with a model: 'all' agents ask it, or 'auto' only where the "
-        "heuristic is unsure (planner for non-questions, CRAG evaluator when coverage is not "
-        "sufficient, refinement after a model verdict, decomposition, generator)",
+        "heuristic is unsure (planner for non-questions, decomposition, generator; CRAG, "
+        "refinement, intent parser and compression stay heuristic)",
     )
     strict_grounding: bool = Field(
         default=False,

@@ -37,6 +37,8 @@ from sleuth.tools.base import RunContext, ToolRegistry, json_parameters
 
 FINAL_TOOL = "final_answer"
 FIX_HINT = "Please fix your mistakes."
+MIN_SEARCHES_BEFORE_DECLINE = 2
+"""A model's "insufficient context" after fewer searches is sent back once: search again."""
 
 
 def final_answer_spec() -> dict[str, Any]:
@@ -84,9 +86,11 @@ class LLMReasoner:
             reply = AIMessage(content=str(getattr(reply, "content", reply)))
         ctx.add_usage(dict(reply.usage_metadata or {}))
         parsed = ToolCallNormalizer(specs).normalize(reply)
-        return self._decision(state, parsed, first=first)
+        return self._decision(state, parsed, first=first, searches=len(ctx.searches))
 
-    def _decision(self, state: AgentState, parsed: NormalizedReply, first: bool) -> Decision:
+    def _decision(
+        self, state: AgentState, parsed: NormalizedReply, first: bool, searches: int = 1
+    ) -> Decision:
         thought = clean_answer_text(parsed.text) if parsed.calls or parsed.errors else ""
         if parsed.thinking:
             thought = (parsed.thinking + ("\n" + thought if thought else "")).strip()
@@ -110,6 +114,19 @@ class LLMReasoner:
             draft = draft_from_text(parsed.text)
             if draft is None:
                 errors.append(f"Error: empty reply. Call a tool or answer. {FIX_HINT}")
+        if (
+            draft is not None
+            and draft.is_insufficient_context
+            and searches < MIN_SEARCHES_BEFORE_DECLINE
+            and not any("search again" in str(m.content) for m in state.messages[-4:])
+        ):
+            # a small model gives up after one search: it is asked once to try other words
+            draft = None
+            errors.append(
+                "Before concluding that the knowledge base lacks the answer, call rag_search "
+                "again with different key words (for a question about 'the X of the Y', search "
+                "for Y first, then for X with Y's name)."
+            )
         if first and not calls:
             # the evidence comes first: a model that answers (or errs) before searching is
             # made to search with the question itself (an answer it wrote is not used)

@@ -9,6 +9,10 @@ Three sources:
 - ``statutes``: ``statutes/synthetic_qa.json`` (``instruction``, ``output``, ``source_act``,
   ``source_section``) over the four acts in ``statutes/``; gold id =
   ``abbreviate(source_act) + "_S" + source_section`` (e.g. ``BNS_S103``).
+- ``musique``: ``musique/musique_dev.json`` (``question``, ``answer``, ``answer_aliases``,
+  ``gold_source_ids`` in hop order) over ``musique/musique_corpus.json`` (records
+  ``{"id", "title", "text"}``: the id, ``mq0000`` …, is each paragraph's citation id);
+  the type is the hop type of the id's prefix (``2hop``, ``3hop1`` …).
 - a path, in the generic format (README, "Evaluate on your own data"): a JSONL file of
   questions, one JSON object per line::
 
@@ -38,7 +42,7 @@ from typing import Any
 from sleuth.errors import UserError
 from sleuth.service import MAX_QUESTION_CHARS
 
-BUILTIN = ("hotpotqa", "statutes")
+BUILTIN = ("hotpotqa", "statutes", "musique")
 STATUTE_ACTS = (
     "the_bharatiya_nyaya_sanhita_2023.json",
     "the_bharatiya_nagarik_suraksha_sanhita_2023.json",
@@ -205,6 +209,50 @@ def load_statutes(root: Path) -> EvalDataset:
     )
 
 
+def load_musique(root: Path) -> EvalDataset:
+    """The MuSiQue development questions (2 to 4 hops) over their pooled paragraphs.
+
+    Raises:
+        UserError: a file is missing or malformed, or a gold id is not in the corpus.
+    """
+    folder = root / "musique"
+    corpus_path = folder / "musique_corpus.json"
+    questions_path = folder / "musique_dev.json"
+    corpus = _read_json(corpus_path)
+    raw = _read_json(questions_path)
+    if not isinstance(corpus, list) or not isinstance(raw, list):
+        raise UserError(f"{folder}: unexpected layout (a list of paragraphs, a list of questions)")
+    ids = {str(p.get("id")) for p in corpus if isinstance(p, dict)}
+    questions = []
+    for index, item in enumerate(raw):
+        where = f"{questions_path}: question {index}"
+        try:
+            gold = tuple(str(g) for g in item["gold_source_ids"])
+            answers = (str(item["answer"]), *(str(a) for a in item.get("answer_aliases") or ()))
+            qid, text = str(item["id"]), str(item["question"])
+        except (KeyError, TypeError) as exc:
+            raise UserError(f"{where}: missing or malformed field {exc}") from exc
+        missing = [g for g in gold if g not in ids]
+        if missing:
+            raise UserError(f"{where}: gold ids not in the corpus: {missing}")
+        questions.append(
+            EvalQuestion(
+                id=qid,
+                question=text,
+                answers=tuple(a for a in answers if a),
+                gold_source_ids=gold,
+                type=qid.split("__", 1)[0],
+            )
+        )
+    return EvalDataset(
+        name="musique",
+        questions=tuple(questions),
+        corpus=(corpus_path,),
+        collection="eval_musique",
+        source=str(questions_path),
+    )
+
+
 def _strings(value: Any, where: str, name: str) -> tuple[str, ...]:
     """A list of non-empty strings (one string is accepted as a list of one)."""
     if value is None:
@@ -301,7 +349,7 @@ def load_jsonl(path: Path, corpus: Sequence[Path] = ()) -> EvalDataset:
 def load_dataset(
     dataset: str, root: Path | None = None, corpus: Sequence[Path] = ()
 ) -> EvalDataset:
-    """``hotpotqa``, ``statutes`` or a path in the generic format.
+    """``hotpotqa``, ``statutes``, ``musique`` or a path in the generic format.
 
     ``corpus`` replaces a built-in set's corpus only when given for a path dataset; for the
     built-in sets it is refused (their gold ids refer to their own corpus).
@@ -313,7 +361,8 @@ def load_dataset(
         if corpus:
             raise UserError(f"--corpus is for your own dataset files, not '{dataset}'")
         folder = data_root(root)
-        return load_hotpotqa(folder) if dataset == "hotpotqa" else load_statutes(folder)
+        loaders = {"hotpotqa": load_hotpotqa, "statutes": load_statutes, "musique": load_musique}
+        return loaders[dataset](folder)
     path = Path(dataset)
     if not path.exists():
         raise UserError(

@@ -127,6 +127,9 @@ def score_run(
     retrieved = distinct(trace.get("retrieved_source_ids", []))
     cited = distinct(c.source_id for c in response.answer.citations)
     answer_text = response.answer.answer_text
+    # EM/F1 score the short answer a model put first (the entity, date or yes/no), else the
+    # whole answer; "answer contains gold" always reads the whole answer
+    short = response.answer.short_answer
     prediction = strip_citations(answer_text)
     status = response.status.value
     # a decline is a run that ended in insufficient_context; an error or a timeout whose
@@ -155,11 +158,25 @@ def score_run(
         "mrr": reciprocal_rank(retrieved, gold) if gold else None,
         # an insufficient-context answer is not a prediction of the gold answer
         **{
-            name: (0.0 if insufficient else score(prediction, question.answers))
+            name: (
+                0.0
+                if insufficient
+                else score(
+                    short if short and name != "answer_contains" else prediction,
+                    question.answers,
+                )
+            )
             if question.answers
             else None
             for name, score in ANSWER_SCORES
         },
+        "short_answer": short,
+        "answer_source": trace.get("answer_source"),
+        "queries": [
+            str(c.get("arguments", {}).get("query"))
+            for c in response.tool_calls
+            if c.get("tool") == "rag_search"
+        ],
         "citation_precision": precision,
         "citation_recall": recall,
         "citations_removed": len(trace.get("citations_removed") or []),
@@ -192,6 +209,20 @@ def _status_error(response: Any) -> str | None:
         if step.step_type.value in ("observe", "think") and step.content:
             return f"the run ended in status error; last step: {step.content[:300]}"
     return "the run ended in status error"
+
+
+def _answer_sources(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Shares of ``answer_source`` among the runs whose answer a model wrote, and
+    ``model_answer_kept`` (kept or repaired: the model's own words reached the user)."""
+    written = [r for r in records if r.get("answer_source") in ("model", "repaired", "replaced")]
+    if not written:
+        return {"model_answers": 0, "model_answer_kept": None}
+    counts = Counter(r["answer_source"] for r in written)
+    return {
+        "model_answers": len(written),
+        "model_answer_kept": (counts["model"] + counts["repaired"]) / len(written),
+        "answer_sources": {k: counts[k] / len(written) for k in ("model", "repaired", "replaced")},
+    }
 
 
 def _share(records: Sequence[dict[str, Any]], key: str) -> float | None:
@@ -276,6 +307,9 @@ def summarize(
             "exact_match": _share(with_answers, "exact_match"),
             "f1": _share(with_answers, "f1"),
             "answer_contains": _share(with_answers, "answer_contains"),
+            # of the runs whose answer a model wrote: kept as written / with citations
+            # attached or after a repair round / replaced by the extractive answer
+            **_answer_sources(records),
         },
         "citations": {
             "runs_with_citations": sum(1 for r in records if r["cited"]),

@@ -283,9 +283,14 @@ def make_chat_model(settings: Settings) -> BaseChatModel | None:
     from langchain.chat_models import init_chat_model
 
     try:
-        return init_chat_model(
+        model = init_chat_model(
             spec.model, model_provider=spec.provider, **_provider_kwargs(spec, settings)
         )
+        if spec.provider == "openai":
+            from sleuth.llm.openai_compat import lenient
+
+            model = lenient(model)
+        return model
     except Exception as exc:  # e.g. openai.OpenAIError: missing credentials
         raise _provider_error(spec, exc) from exc
 

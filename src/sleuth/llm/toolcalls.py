@@ -454,3 +454,34 @@ class _Plain:
         self.tool_calls: list[Any] = []
         self.invalid_tool_calls: list[Any] = []
         self.additional_kwargs: dict[str, Any] = {}
+
+
+def decode_wire_arguments(response: dict[str, Any]) -> dict[str, Any]:
+    """Fix an OpenAI-format chat completion in place before a client library parses it.
+
+    Some servers send a tool call's ``function.arguments`` as an object, or as a JSON string
+    that holds another JSON string (encoded twice); LangChain's OpenAI client then fails the
+    whole reply (``Input should be a valid dictionary``). Each such value becomes the JSON
+    text of its object; values that do not decode to an object are left for the normaliser
+    to report.
+
+    Returns:
+        ``response`` (changed in place).
+    """
+    for choice in response.get("choices") or ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        for call in (message or {}).get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict):
+                continue
+            value: Any = function.get("arguments")
+            for _ in range(3):
+                if not isinstance(value, str):
+                    break
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    break
+            if isinstance(value, dict):
+                function["arguments"] = json.dumps(value, ensure_ascii=False)
+    return response

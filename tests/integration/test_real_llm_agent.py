@@ -1,0 +1,152 @@
+"""The agent with a real model over the wire.
+
+* Through llama.cpp's own ``llama-server`` (fixtures in ``conftest.py``) with
+  Qwen2.5-Coder-0.5B (fast) and one 1.5B run: a ReAct run executes a tool and ends with the
+  model's own cited answer (never replaced by the extractive one); a guided run likewise.
+* Through a loopback OpenAI-compatible HTTP server that replays the awkward replies real
+  servers send — tool-call arguments encoded twice, content as a list of parts with a
+  thinking part — so the provider's own parsing is in the path.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sleuth.agents.llm_reasoner import LLMReasoner
+from sleuth.agents.state import RunStatus
+from sleuth.config import Settings
+from sleuth.llm import testing
+from sleuth.llm.factory import make_chat_model
+from tests.helpers import make_service
+
+pytestmark = pytest.mark.integration
+
+MURDER = "What is the punishment for murder?"
+
+
+def _reasoner(url: str, name: str) -> LLMReasoner:
+    settings = Settings(
+        llm=f"openai:{name}", llm_base_url=url, llm_timeout_s=180, llm_max_tokens=256
+    )
+    with testing.block_model_requests(False):
+        model = make_chat_model(settings)
+    assert model is not None
+    return LLMReasoner(model, name=settings.llm)
+
+
+def _assert_models_own_cited_answer(response: Any) -> None:
+    assert response.status == RunStatus.COMPLETED, response.answer.answer_text
+    assert response.tool_calls and response.tool_calls[0]["tool"] == "rag_search"
+    assert response.trace.get("answer_replaced") is None
+    assert response.trace["answer_source"] in ("model", "repaired")
+    cited = {c.source_id for c in response.answer.citations}
+    assert cited and cited <= set(response.trace["retrieved_source_ids"])
+    text = response.answer.answer_text
+    assert "```" not in text and "{" not in text and "answer_text" not in text
+
+
+@pytest.mark.parametrize("mode", ["react", "guided"])
+def test_qwen_05b_over_llama_server_answers_with_its_own_cited_answer(
+    tmp_path: Path, qwen05_server: str, mode: str
+) -> None:
+    service = make_service(tmp_path, reasoner=_reasoner(qwen05_server, "qwen0.5b"))
+    with testing.block_model_requests(False):
+        response = service.execute_agentic_search(
+            MURDER, "test", mode=mode, timeout_s=240, use_memory=False
+        )
+    _assert_models_own_cited_answer(response)
+    assert "death" in response.answer.answer_text.lower()
+
+
+def test_qwen_15b_over_llama_server_react_run(tmp_path: Path, qwen15_server: str) -> None:
+    service = make_service(tmp_path, reasoner=_reasoner(qwen15_server, "qwen1.5b"))
+    with testing.block_model_requests(False):
+        response = service.execute_agentic_search(MURDER, "test", timeout_s=300, use_memory=False)
+    _assert_models_own_cited_answer(response)
+    assert response.answer.citations[0].source_id == "BNS_S103"
+
+
+# ---------------------------------------------------------------- replayed server replies
+
+
+class _Replay(BaseHTTPRequestHandler):
+    replies: list[dict[str, Any]] = []
+    requests: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(body)
+        message = type(self).replies[min(len(type(self).requests), len(type(self).replies)) - 1]
+        payload = json.dumps(
+            {
+                "id": f"chatcmpl-{len(type(self).requests)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "replay",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def replay_server() -> Iterator[type[_Replay]]:
+    handler = type("Replay", (_Replay,), {"replies": [], "requests": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    handler.url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # type: ignore[attr-defined]
+    try:
+        yield handler
+    finally:
+        server.shutdown()
+
+
+def test_double_encoded_arguments_and_content_parts_over_the_wire(
+    tmp_path: Path, replay_server: type[_Replay]
+) -> None:
+    twice = json.dumps(json.dumps({"query": "punishment for murder", "top_k": 3}))
+    replay_server.replies = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "rag_search", "arguments": twice},
+                }
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": "<think>S103 holds it.</think>Death or imprisonment for life [1].",
+        },
+    ]
+    service = make_service(tmp_path, reasoner=_reasoner(replay_server.url, "replay"))  # type: ignore[attr-defined]
+    with testing.block_model_requests(False):
+        response = service.execute_agentic_search(MURDER, "test", use_memory=False)
+    assert [(c["tool"], c["arguments"]) for c in response.tool_calls] == [
+        ("rag_search", {"query": "punishment for murder", "top_k": 3})
+    ]
+    assert response.answer.answer_text == "Death or imprisonment for life [BNS_S103]."
+    assert "S103 holds it" not in response.answer.answer_text
+    # the second request carried the call back in structured form, answered by its result
+    second = replay_server.requests[1]["messages"]
+    assert any(m.get("tool_calls") for m in second if m["role"] == "assistant")
+    assert any(m["role"] == "tool" and m.get("tool_call_id") == "call_1" for m in second)
