@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -77,8 +77,8 @@ def test_qwen_15b_over_llama_server_react_run(tmp_path: Path, qwen15_server: str
 
 
 class _Replay(BaseHTTPRequestHandler):
-    replies: list[dict[str, Any]] = []
-    requests: list[dict[str, Any]] = []
+    replies: ClassVar[list[dict[str, Any]]] = []
+    requests: ClassVar[list[dict[str, Any]]] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
