@@ -118,3 +118,41 @@ def test_statute_questions_have_one_section_id_each() -> None:
     assert len(ds.questions) == 996 and len(ds.corpus) == 4
     assert ds.questions[0].gold_source_ids == ("BNSS_S1",)
     assert ds.questions[0].answers[0].startswith("Under Section 1 of the")
+
+
+def test_musique_loader_reads_hops_aliases_and_gold_ids(tmp_path):
+    import json
+
+    from sleuth.eval.datasets import load_dataset
+
+    folder = tmp_path / "musique"
+    folder.mkdir()
+    (folder / "musique_corpus.json").write_text(
+        json.dumps(
+            [
+                {"id": "mq0000", "title": "Bubye River", "text": "A river in Zimbabwe."},
+                {"id": "mq0001", "title": "Zimbabwe", "text": "Home of Victoria Falls."},
+            ]
+        )
+    )
+    (folder / "musique_dev.json").write_text(
+        json.dumps(
+            [
+                {
+                    "id": "2hop__1_2",
+                    "question": "What waterfall is in the country of the Bubye River?",
+                    "answer": "Victoria Falls",
+                    "answer_aliases": ["Mosi-oa-Tunya"],
+                    "gold_source_ids": ["mq0000", "mq0001"],
+                }
+            ]
+        )
+    )
+    dataset = load_dataset("musique", tmp_path)
+    (q,) = dataset.questions
+    assert (q.type, q.answers, q.gold_source_ids) == (
+        "2hop",
+        ("Victoria Falls", "Mosi-oa-Tunya"),
+        ("mq0000", "mq0001"),
+    )
+    assert dataset.corpus == (folder / "musique_corpus.json",)

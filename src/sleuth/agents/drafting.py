@@ -17,6 +17,63 @@ _INSUFFICIENT = re.compile(
     re.I,
 )
 _ANSWER_LABEL = re.compile(r"^\s*(?:final answer|answer)\s*:\s*", re.I)
+_SHORT_LINE = re.compile(
+    r"^\s*(?:\*\*)?(?:short answer|final answer|answer)(?:\*\*)?\s*:\s*(.*)$", re.I
+)
+_EXPLANATION = re.compile(
+    r"^\s*(?:\*\*)?(?:explanation|because|reason|evidence|details?)(?:\*\*)?\s*:\s*", re.I
+)
+_ECHO = re.compile(r"^\s*\[\d+\]\s+\S+\s+·\s")
+"""A line that repeats an evidence header (``[2] BNS_S103 · …``): the model echoing it."""
+SHORT_ANSWER_CHARS = 120
+
+
+_LEADING_MARKER = re.compile(
+    r"(^|(?<=[.!?])[ \t]+)(\[\d+(?:\s*,\s*\d+)*\])[ \t]+([^\[\n]+?)([.!?])(?=\s|$)", re.M
+)
+
+
+def _trail(text: str) -> str:
+    """``[1] Medici is a board game.`` → ``Medici is a board game [1].`` (a marker the model
+    put first, as the evidence is laid out, goes after the claim it supports)."""
+    return _LEADING_MARKER.sub(lambda m: f"{m.group(1)}{m.group(3)} {m.group(2)}{m.group(4)}", text)
+
+
+def _labelled(text: str) -> AnswerDraft | None:
+    """The ``Answer: … / Explanation: …`` form the answer prompts ask for, if used."""
+    lines = text.strip().splitlines()
+    if not lines:
+        return None
+    first = _SHORT_LINE.match(lines[0])
+    if first is None:
+        return None
+    short = first.group(1).strip()
+    rest = [line for line in lines[1:] if line.strip() and not _ECHO.match(line)]
+    explanation = _trail("\n".join(_EXPLANATION.sub("", line, count=1) for line in rest)).strip()
+    if not short and rest:  # "Answer:" alone on its line, the answer below it
+        short, explanation = _EXPLANATION.sub("", rest[0]).strip(), "\n".join(rest[1:]).strip()
+    plain_short = re.sub(r"\s*\[[^\]]*\]", "", short).strip().rstrip(".")
+    declined = bool(_INSUFFICIENT.search(plain_short)) or plain_short.lower() in (
+        "unknown",
+        "none",
+        "n/a",
+        "not stated",
+    )
+    if declined:
+        why = explanation or plain_short
+        if not why.lower().startswith("insufficient"):
+            why = f"Insufficient context: {why}"
+        return AnswerDraft(answer_text=why, is_insufficient_context=True)
+    if not explanation:
+        return AnswerDraft(answer_text=short, citations=cited_ids(short))
+    if len(plain_short) > SHORT_ANSWER_CHARS:  # a sentence, not a short answer
+        body = f"{short} {explanation}".strip()
+        return AnswerDraft(answer_text=body, citations=cited_ids(body))
+    return AnswerDraft(
+        answer_text=explanation,
+        short_answer=plain_short,
+        citations=cited_ids(f"{short} {explanation}"),
+    )
 
 
 def _embedded_draft(text: str) -> AnswerDraft | None:
@@ -45,8 +102,11 @@ def _embedded_draft(text: str) -> AnswerDraft | None:
 def draft_from_text(text: str) -> AnswerDraft | None:
     """Read a final answer from a model's plain reply: JSON if it holds an answer, else prose.
 
-    Fences, ``{"answer_text": …}`` objects and "Answer:" labels never reach the answer text;
-    a reply that says the evidence does not answer becomes an insufficient-context draft.
+    The answer prompts ask for ``Answer: <short answer>`` then ``Explanation: <cited
+    sentences>``: the first becomes ``short_answer``, the second the text ("Answer:
+    Insufficient context" is a decline). Fences, ``{"answer_text": …}`` objects, labels and
+    lines echoing an evidence header never reach the answer text; a reply that says the
+    evidence does not answer becomes an insufficient-context draft.
     """
     stripped = text.strip()
     if not stripped:
@@ -54,6 +114,9 @@ def draft_from_text(text: str) -> AnswerDraft | None:
     embedded = _embedded_draft(stripped) if "{" in stripped else None
     if embedded is not None:
         return embedded
+    labelled = _labelled(clean_answer_text(stripped))
+    if labelled is not None:
+        return labelled
     prose = _ANSWER_LABEL.sub("", clean_answer_text(stripped)).strip()
     if not prose:
         return None

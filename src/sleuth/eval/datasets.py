@@ -92,7 +92,7 @@ class EvalDataset:
 
 
 def data_root(given: Path | None = None) -> Path:
-    """The folder holding ``hotpotqa/`` and ``statutes/``.
+    """The folder holding ``hotpotqa/``, ``statutes/`` or ``musique/``.
 
     Raises:
         UserError: none of the candidates exists (the message names them).
@@ -105,7 +105,7 @@ def data_root(given: Path | None = None) -> Path:
     else:
         candidates += [Path.cwd() / "shared" / "data", Path.cwd().parent / "shared" / "data"]
     for path in candidates:
-        if (path / "hotpotqa").is_dir() or (path / "statutes").is_dir():
+        if any((path / name).is_dir() for name in BUILTIN):
             return path.resolve()
     looked = ", ".join(str(p) for p in candidates)
     raise UserError(

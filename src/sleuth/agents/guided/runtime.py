@@ -921,7 +921,14 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
             subs = "\n".join(f"- {q}" for q in state.targets)
             hint = rt.decomposition.get("synthesis_hint") or "Answer each part."
             notes.append(f"Sub-questions (answer each, citing across them):\n{subs}\n{hint}")
-        gaps = [v.missing_information for v in state.verdicts if v and v.verdict != "SUFFICIENT"]
+        # a model verdict's gap is worth telling the generator; the coverage heuristic's is a
+        # guess at missing words that makes a small model decline answers it has
+        judged = [c for c in rt.crag if c.get("path") in ("llm", "llm_after_retry")]
+        gaps = [
+            str(c["missing_information"])
+            for c in judged
+            if c["verdict"] != "SUFFICIENT" and c["missing_information"]
+        ]
         if gaps:
             notes.append(
                 "The evidence evaluator found gaps (" + "; ".join(gaps) + "): say what the "
