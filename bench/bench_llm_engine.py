@@ -13,8 +13,11 @@ Same GGUF (default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, assembled by
   127.0.0.1, started with ``-c``, ``-t`` and ``SERVER_FLAGS`` (``--server-args`` adds
   more), called over HTTP with ``POST /v1/chat/completions`` (``stream=true``).
 
-Measured per engine (``--repeats`` times, median; each repeat uses different statute text,
-so no measurement is helped by the prompt cache unless that is what it measures):
+All engines are loaded at once (the GGUF is memory-mapped, so its pages are shared) and
+take turns within each repeat (the order rotates), so a background load that comes and goes
+hits them alike. Measured per engine (``--repeats`` times, median; each repeat uses
+different statute text, so no measurement is helped by the prompt cache unless that is what
+it measures):
 
 * **load**: model load (in-process) or start until ``GET /health`` answers 200 (server).
 * **prompt processing**: a ``--prompt-tokens`` (1,500) token excerpt of the BNS sections
@@ -34,7 +37,7 @@ Then the tool-call check: the server with ``--jinja``, one function ``rag_search
 response is printed (structured ``tool_calls`` or text in ``content``); the same request
 through ``create_chat_completion(tools=...)`` in-process for comparison.
 
-Run from the repository root on an otherwise idle machine (one engine at a time is loaded)::
+Run from the repository root, on an otherwise idle machine if you can::
 
     python bench/bench_llm_engine.py [--model PATH] [--threads 2] [--repeats 3]
         [--engines inproc,inproc-fa,server] [--server-args "--cache-reuse 256"]
@@ -58,7 +61,8 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -418,104 +422,74 @@ class Server:
                 self.process.wait(timeout=15)
 
 
-@contextlib.contextmanager
-def open_engine(
-    name: str, model_path: Path, args: argparse.Namespace, log_dir: Path
-) -> Iterator[Engine]:
-    engine: Engine
+def open_engine(name: str, model_path: Path, args: argparse.Namespace, log_dir: Path) -> Engine:
     if name == "server":
-        engine = Server(
-            model_path, args.n_ctx, args.threads, shlex.split(args.server_args), log_dir
-        )
-    elif name in ("inproc", "inproc-fa"):
-        engine = InProcess(model_path, args.n_ctx, args.threads, flash_attn=name == "inproc-fa")
-    else:
-        raise SystemExit(f"unknown engine {name!r} (inproc, inproc-fa, server)")
-    try:
-        yield engine
-    finally:
-        engine.close()
+        return Server(model_path, args.n_ctx, args.threads, shlex.split(args.server_args), log_dir)
+    if name in ("inproc", "inproc-fa"):
+        return InProcess(model_path, args.n_ctx, args.threads, flash_attn=name == "inproc-fa")
+    raise SystemExit(f"unknown engine {name!r} (inproc, inproc-fa, server)")
 
 
 # --- measurements -----------------------------------------------------------------------
 
 
 @dataclass
-class Result:
-    engine: str
-    load_s: float
-    pp_tokens: int
-    pp_client: float  # tokens/s
-    pp_engine: float
-    gen_tokens: int
-    gen_client: float
-    gen_engine: float
-    reuse_first_s: float
-    reuse_second_s: float
-    reuse_second_evaluated: int
-    reuse_prompt_tokens: int
+class Samples:
+    """One engine's measurements, one entry per repeat."""
+
+    pp_tokens: int = 0
+    pp_client: list[float] = field(default_factory=list)  # tokens/s
+    pp_engine: list[float] = field(default_factory=list)
+    gen_tokens: int = 0
+    gen_client: list[float] = field(default_factory=list)
+    gen_engine: list[float] = field(default_factory=list)
+    reuse_tokens: int = 0
+    reuse_first_s: list[float] = field(default_factory=list)
+    reuse_second_s: list[float] = field(default_factory=list)
+    reuse_evaluated: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Texts:
+    """The prompts of one repeat, the same for every engine."""
+
+    pp_context: str
+    gen_prompt: str
+    shared_prefix: str
 
 
 def _rate(n: float, seconds: float) -> float:
     return n / seconds if seconds > 0 else float("nan")
 
 
-def measure(
+def measure_once(
     engine: Engine,
-    excerpts: Excerpts,
-    tokenizer: Tokenizer,
+    texts: Texts,
+    samples: Samples,
     args: argparse.Namespace,
     banned: dict[int, float],
-) -> Result:
-    engine.chat(chat_messages("Say hello."), 4, {})  # warm-up (threads, first allocations)
-    pp_client: list[float] = []
-    pp_engine: list[float] = []
-    gen_client: list[float] = []
-    gen_engine: list[float] = []
-    first_s: list[float] = []
-    second_s: list[float] = []
-    evaluated: list[int] = []
-    pp_tokens = gen_tokens = reuse_tokens = 0
-    for repeat in range(args.repeats):
-        context = excerpts.take(args.prompt_tokens)
-        call = engine.chat(chat_messages(f"{context}\n\n{PP_INSTRUCTION}"), 4, {})
-        pp_tokens = call.prompt_n
-        pp_client.append(_rate(call.prompt_n, call.ttft_s or float("nan")))
-        pp_engine.append(_rate(call.prompt_n, call.prompt_ms / 1000))
+) -> str:
+    """Run the three measurements of one repeat on ``engine``; return a progress line."""
+    call = engine.chat(chat_messages(f"{texts.pp_context}\n\n{PP_INSTRUCTION}"), 4, {})
+    samples.pp_tokens = call.prompt_n
+    samples.pp_client.append(_rate(call.prompt_n, call.ttft_s or float("nan")))
+    samples.pp_engine.append(_rate(call.prompt_n, call.prompt_ms / 1000))
 
-        gen_prompt = f"{GEN_PROMPT} (variant {repeat + 1})"  # defeats the prompt cache
-        call = engine.chat(chat_messages(gen_prompt), args.gen_tokens, banned)
-        gen_tokens = call.streamed
-        gen_client.append(_rate(call.streamed - 1, call.first_to_last_s))
-        gen_engine.append(_rate(call.gen_n, call.gen_ms / 1000))
+    call = engine.chat(chat_messages(texts.gen_prompt), args.gen_tokens, banned)
+    samples.gen_tokens = call.streamed
+    samples.gen_client.append(_rate(call.streamed - 1, call.first_to_last_s))
+    samples.gen_engine.append(_rate(call.gen_n, call.gen_ms / 1000))
 
-        shared = excerpts.take(args.prompt_tokens)
-        first = engine.chat(chat_messages(f"{shared}\n\n{QUESTION_A}"), 8, {})
-        second = engine.chat(chat_messages(f"{shared}\n\n{QUESTION_B}"), 8, {})
-        reuse_tokens = first.prompt_n
-        first_s.append(first.wall_s)
-        second_s.append(second.wall_s)
-        evaluated.append(second.prompt_n)
-        print(
-            f"  {engine.name} repeat {repeat + 1}: pp {pp_client[-1]:.1f} tok/s, "
-            f"gen {gen_client[-1]:.1f} tok/s, prefix reuse {first.wall_s:.2f} s -> "
-            f"{second.wall_s:.2f} s ({second.prompt_n} prompt tokens evaluated)",
-            flush=True,
-        )
-    med = statistics.median
-    return Result(
-        engine=engine.name,
-        load_s=engine.load_s,
-        pp_tokens=pp_tokens,
-        pp_client=med(pp_client),
-        pp_engine=med(pp_engine),
-        gen_tokens=gen_tokens,
-        gen_client=med(gen_client),
-        gen_engine=med(gen_engine),
-        reuse_first_s=med(first_s),
-        reuse_second_s=med(second_s),
-        reuse_second_evaluated=int(med(evaluated)),
-        reuse_prompt_tokens=reuse_tokens,
+    first = engine.chat(chat_messages(f"{texts.shared_prefix}\n\n{QUESTION_A}"), 8, {})
+    second = engine.chat(chat_messages(f"{texts.shared_prefix}\n\n{QUESTION_B}"), 8, {})
+    samples.reuse_tokens = first.prompt_n
+    samples.reuse_first_s.append(first.wall_s)
+    samples.reuse_second_s.append(second.wall_s)
+    samples.reuse_evaluated.append(second.prompt_n)
+    return (
+        f"pp {samples.pp_client[-1]:.1f} tok/s, gen {samples.gen_client[-1]:.1f} tok/s, "
+        f"prefix reuse {first.wall_s:.2f} s -> {second.wall_s:.2f} s "
+        f"({second.prompt_n} prompt tokens evaluated), load {load_average()}"
     )
 
 
@@ -527,9 +501,7 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=1500, help="excerpt size (1500)")
     parser.add_argument("--gen-tokens", type=int, default=128, help="generated tokens (128)")
     parser.add_argument("--repeats", type=int, default=3, help="repeats per measurement (3)")
-    parser.add_argument(
-        "--engines", default="inproc,inproc-fa,server", help="comma-separated, run in order"
-    )
+    parser.add_argument("--engines", default="inproc,inproc-fa,server", help="comma-separated")
     parser.add_argument("--server-args", default="", help="extra llama-server flags")
     parser.add_argument("--no-tools", action="store_true", help="skip the tool-call check")
     args = parser.parse_args()
@@ -541,7 +513,7 @@ def main() -> None:
 
         data_dir = Path(os.environ.get("SLEUTH_DATA_DIR", Path.home() / ".sleuth"))
         model_path = ensure_model(DEFAULT_MODEL, data_dir)
-    engines = [name.strip() for name in args.engines.split(",") if name.strip()]
+    names = [name.strip() for name in args.engines.split(",") if name.strip()]
     tokenizer = Tokenizer(model_path)
     excerpts = Excerpts(tokenizer, statute_sections())
     banned = dict.fromkeys(tokenizer.special_ids(END_OF_TURN), -100.0)
@@ -552,24 +524,39 @@ def main() -> None:
         ("prompt", f"{args.prompt_tokens}-token excerpts of {ACT_FILE} + instruction"),
         ("generation", f"{args.gen_tokens} tokens, end-of-turn ids {sorted(banned)} banned"),
         ("questions A / B", f"{tokenizer.count(QUESTION_A)} / {tokenizer.count(QUESTION_B)} tok"),
-        ("repeats", f"{args.repeats} (median)"),
+        ("repeats", f"{args.repeats} (median), engines rotate within each repeat"),
         ("server flags", " ".join([*SERVER_FLAGS, *shlex.split(args.server_args)])),
         ("versions", _versions()),
     ]
     print_header("bench_llm_engine: in-process llama-cpp-python vs llama-server", extra)
 
-    results: list[Result] = []
+    samples = {name: Samples() for name in names}
     tool_messages: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="sleuth-bench-llm-") as tmp:
-        for name in engines:
-            print(f"{name}: loading ...", flush=True)
-            with open_engine(name, model_path, args, Path(tmp)) as engine:
-                print(f"  loaded in {engine.load_s:.2f} s", flush=True)
-                results.append(measure(engine, excerpts, tokenizer, args, banned))
-                if not args.no_tools and name in ("inproc", "server"):
-                    tool_messages[name] = engine.tool_message()
-            print(f"  load average now {load_average()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="sleuth-bench-llm-") as tmp, ExitStack() as stack:
+        engines: list[Engine] = []
+        for name in names:  # all loaded at once: the GGUF pages are shared (mmap)
+            engine = open_engine(name, model_path, args, Path(tmp))
+            stack.callback(engine.close)
+            engine.chat(chat_messages("Say hello."), 4, {})  # warm-up
+            print(f"{name}: loaded in {engine.load_s:.2f} s, warmed up", flush=True)
+            engines.append(engine)
+        for repeat in range(args.repeats):
+            texts = Texts(
+                pp_context=excerpts.take(args.prompt_tokens),
+                gen_prompt=f"{GEN_PROMPT} (variant {repeat + 1})",
+                shared_prefix=excerpts.take(args.prompt_tokens),
+            )
+            shift = repeat % len(engines)
+            for engine in engines[shift:] + engines[:shift]:
+                line = measure_once(engine, texts, samples[engine.name], args, banned)
+                print(f"  repeat {repeat + 1} {engine.name}: {line}", flush=True)
+        if not args.no_tools:
+            for engine in engines:
+                if engine.name in ("inproc", "server"):
+                    tool_messages[engine.name] = engine.tool_message()
+        loads = {engine.name: engine.load_s for engine in engines}
 
+    med = statistics.median
     print()
     print(
         table(
@@ -585,16 +572,16 @@ def main() -> None:
             ],
             [
                 [
-                    r.engine,
-                    r.load_s,
-                    r.pp_tokens,
-                    r.pp_client,
-                    r.pp_engine,
-                    r.gen_tokens,
-                    r.gen_client,
-                    r.gen_engine,
+                    name,
+                    loads[name],
+                    got.pp_tokens,
+                    med(got.pp_client),
+                    med(got.pp_engine),
+                    got.gen_tokens,
+                    med(got.gen_client),
+                    med(got.gen_engine),
                 ]
-                for r in results
+                for name, got in samples.items()
             ],
             title="Throughput (median of repeats)",
         )
@@ -612,16 +599,16 @@ def main() -> None:
             ],
             [
                 [
-                    r.engine,
-                    r.reuse_prompt_tokens,
-                    r.reuse_first_s,
-                    r.reuse_second_s,
-                    r.reuse_second_evaluated,
-                    _rate(r.reuse_first_s, r.reuse_second_s),
+                    name,
+                    got.reuse_tokens,
+                    med(got.reuse_first_s),
+                    med(got.reuse_second_s),
+                    int(med(got.reuse_evaluated)),
+                    _rate(med(got.reuse_first_s), med(got.reuse_second_s)),
                 ]
-                for r in results
+                for name, got in samples.items()
             ],
-            title="Prefix reuse: same excerpt, different question, 8 tokens generated",
+            title="Prefix reuse: same excerpt, different question, 8 tokens generated (median)",
         )
     )
     for name, message in tool_messages.items():
