@@ -42,13 +42,12 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from sleuth.errors import require
+from sleuth.llm.toolcalls import ToolCallNormalizer
 
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _CACHE_LOCK = threading.Lock()
 
 _TRUNCATION_MARK = " [...truncated...] "
-_NAME_KEYS = ("tool", "name", "tool_name", "function", "action")
-_ARG_KEYS = ("arguments", "args", "parameters", "input", "action_input")
 _ANSWER_KEYS = ("answer", "final_answer", "response", "message", "content")
 
 
@@ -207,33 +206,15 @@ def to_llama_messages(
     return ([{"role": "system", "content": system}] if system else []) + turns
 
 
-def _strip_fences(text: str) -> str:
-    return re.sub(r"```[a-zA-Z]*", "", text).strip()
-
-
-def _as_args(value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return {}
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str):
-        import json_repair
-
-        parsed = json_repair.loads(value) if value.strip() else {}
-        return parsed if isinstance(parsed, dict) else None
-    return None
-
-
 def parse_tool_reply(
     text: str, tool_names: Sequence[str]
 ) -> tuple[str, list[ToolCall], list[InvalidToolCall]]:
-    """Parse a model reply under the JSON tool-call protocol.
+    """Parse a model reply under the JSON tool-call protocol, with the LLM layer's normaliser
+    (:class:`~sleuth.llm.toolcalls.ToolCallNormalizer`: every text form of a call, several
+    calls, fences, broken JSON, string arguments).
 
-    Accepts ``{"tool": NAME, "arguments": {...}}`` (also ``name``/``function``/``args``/
-    ``parameters`` spellings, several objects, code fences, trailing chatter, broken JSON),
-    ``functions.NAME:\\n{...}`` and an ``{"answer": TEXT}`` object; when exactly one tool is
-    bound, a bare object without a tool name (and without an answer key) is taken as that
-    tool's arguments. Unknown tool names and non-object arguments become invalid calls.
+    Besides: an ``{"answer": TEXT}`` object is the answer; when exactly one tool is bound, a
+    bare object without a tool name is taken as that tool's arguments.
 
     Args:
         text: the raw model reply.
@@ -243,72 +224,42 @@ def parse_tool_reply(
         ``(content, tool_calls, invalid_tool_calls)``; content is ``""`` when a call (valid or
         not) was found, else the answer text.
     """
+    names = list(tool_names)
+    if not names or not text.strip():
+        return text.strip(), [], []
+    reply = ToolCallNormalizer(dict.fromkeys(names)).normalize_text(text)
+    calls = [make_tool_call(name=c.name, args=c.arguments, id=c.id) for c in reply.calls]
+    invalid = [
+        invalid_tool_call(name=e.name, args=e.raw, id=e.id, error=e.message) for e in reply.errors
+    ]
+    if calls or invalid:
+        return "", calls, invalid
+    bare = _bare_object(text)
+    if bare is not None:
+        answer = next((bare[k] for k in _ANSWER_KEYS if isinstance(bare.get(k), str)), None)
+        if answer is not None:
+            return answer.strip(), [], []
+        if len(names) == 1:
+            return (
+                "",
+                [make_tool_call(name=names[0], args=bare, id=f"call_{uuid.uuid4().hex[:12]}")],
+                [],
+            )
+    return text.strip(), [], []
+
+
+def _bare_object(text: str) -> dict[str, Any] | None:
+    """The reply as one JSON object (code fences allowed), else None."""
     import json_repair
 
-    names = list(tool_names)
-    lowered = {name.lower(): name for name in names}
-    cleaned = _strip_fences(text)
-    calls: list[ToolCall] = []
-    invalid: list[InvalidToolCall] = []
-
-    match = re.search(r"functions\.([A-Za-z0-9_\-]+)\s*:", cleaned)
-    if match:
-        cleaned = json.dumps(
-            {"tool": match.group(1), "arguments": cleaned[match.end() :].strip() or "{}"}
-        )
-
-    start = cleaned.find("{")
-    if start < 0 or not names:
-        return text.strip(), calls, invalid
+    cleaned = re.sub(r"```[a-zA-Z]*", "", text).strip()
+    if not cleaned.startswith("{"):
+        return None
     try:
-        parsed = json_repair.loads(cleaned[start:])
-    except Exception:  # json_repair is lenient, but never let a parse error escape
-        return text.strip(), calls, invalid
-    objects = [obj for obj in (parsed if isinstance(parsed, list) else [parsed]) if obj]
-
-    for obj in objects:
-        if not isinstance(obj, dict):
-            continue
-        raw_name: Any = next((obj[k] for k in _NAME_KEYS if k in obj), None)
-        raw_args: Any = next((obj[k] for k in _ARG_KEYS if k in obj), None)
-        if isinstance(raw_name, dict):  # {"function": {"name": ..., "arguments": ...}}
-            raw_args = raw_name.get("arguments", raw_name.get("args", raw_args))
-            raw_name = raw_name.get("name")
-        if raw_name is None:
-            answer = next((obj[k] for k in _ANSWER_KEYS if isinstance(obj.get(k), str)), None)
-            if answer is not None and not calls:
-                return answer.strip(), [], []
-            if len(names) == 1 and not calls:
-                raw_name, raw_args = names[0], obj
-            else:
-                continue
-        name = str(raw_name).strip().removeprefix("functions.")
-        resolved = name if name in names else lowered.get(name.lower())
-        args = _as_args(raw_args)
-        call_id = f"call_{uuid.uuid4().hex[:12]}"
-        if resolved is None:
-            invalid.append(
-                invalid_tool_call(
-                    name=name,
-                    args=json.dumps(raw_args, ensure_ascii=False, default=str),
-                    id=call_id,
-                    error=f"unknown tool {name!r}; available tools: {', '.join(names)}",
-                )
-            )
-        elif args is None:
-            invalid.append(
-                invalid_tool_call(
-                    name=resolved,
-                    args=json.dumps(raw_args, ensure_ascii=False, default=str),
-                    id=call_id,
-                    error=f"arguments of tool {resolved!r} must be a JSON object",
-                )
-            )
-        else:
-            calls.append(make_tool_call(name=resolved, args=args, id=call_id))
-    if not calls and not invalid:
-        return text.strip(), [], []
-    return "", calls, invalid
+        value = json_repair.loads(cleaned)
+    except Exception:
+        return None
+    return value if isinstance(value, dict) and value else None
 
 
 def _leading_json_done(pieces: list[str]) -> bool:

@@ -25,6 +25,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
+from sleuth.llm.toolcalls import ToolCallNormalizer, message_text
 from sleuth.tools.base import json_parameters
 
 T = TypeVar("T", bound=BaseModel)
@@ -83,14 +84,6 @@ def validation_message(exc: ValidationError) -> str:
     )
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return "" if content is None else json.dumps(content)
-
-
 def _json_object(text: str) -> dict[str, Any] | None:
     """The JSON object in a plain reply (code fences and surrounding prose tolerated)."""
     stripped = _FENCE.sub("", text.strip())
@@ -121,26 +114,29 @@ def parse_reply(
 ) -> tuple[T | None, str | None]:
     """Read a ``schema`` instance from a model reply.
 
-    Looks at, in order: a tool call (the first one named ``name``, else the only one), an
-    invalid tool call's raw arguments (repaired with ``json_repair``), a JSON object in the
-    text content.
+    The reply is read by the LLM layer's normaliser (:mod:`sleuth.llm.toolcalls`): a call
+    named ``name`` (else the first call), structured or written as text in any form, with its
+    arguments decoded; else a JSON object in the text content (the bare arguments).
 
     Returns:
         ``(value, None)`` when valid, else ``(None, error message for the model)``.
     """
     data: Any = None
-    calls = list(reply.tool_calls)
-    if calls:
-        call = next((c for c in calls if c["name"] == name), calls[0])
-        data = call["args"]
-    elif reply.invalid_tool_calls:
-        raw = reply.invalid_tool_calls[0].get("args") or ""
-        repaired = json_repair.loads(raw) if raw else None
-        if not isinstance(repaired, dict):
+    parsed = ToolCallNormalizer({name: None}).normalize(reply)
+    mine = [c for c in parsed.calls if c.name == name]
+    if mine or parsed.calls:
+        data = (mine or parsed.calls)[0].arguments
+    elif parsed.errors:
+        error = parsed.errors[0]
+        if error.name == name or not error.name:
+            raw = error.raw
             return None, f"Error: the arguments of `{name}` are not a valid JSON object: {raw!r}."
-        data = repaired
+        # a call of another tool name: its arguments may still be this schema's object
+        data = _json_object(error.raw) if error.raw else None
+        if data is None:
+            return None, f"Error: call the `{name}` tool, not `{error.name}`."
     else:
-        text = _text(reply.content)
+        text = parsed.text
         if not text.strip():
             return None, f"Error: empty reply. Call the `{name}` tool."
         data = _json_object(text)
@@ -236,7 +232,7 @@ def call_structured(
             errors.append(f"{type(exc).__name__}: {exc}")
             break
         if not isinstance(reply, AIMessage):
-            reply = AIMessage(content=_text(getattr(reply, "content", reply)))
+            reply = AIMessage(content=message_text(reply))
         if usage is not None and reply.usage_metadata:
             usage(dict(reply.usage_metadata))
         value, error = parse_reply(reply, schema, name, validator)
