@@ -262,6 +262,7 @@ class AgentService:
             reasoner=self.reasoner.name,
             retrieved_source_ids=list(ctx.retrieved),
             token_usage=ctx.usage,
+            token_usage_by_stage=ctx.usage_by_stage,
             error=outcome.error,
             memory=memory,
         )

@@ -380,3 +380,27 @@ def test_json_answer_text_never_reaches_the_user(tmp_path):
     service = make_service(tmp_path, reasoner=LLMReasoner(model))
     response = service.execute_agentic_search("What is the punishment for murder?", "test")
     assert response.answer.answer_text == "Death or imprisonment for life [BNS_S103]."
+
+
+def test_tokens_are_reported_per_stage(tmp_path):
+    def with_usage(message: AIMessage, prompt: int, output: int) -> AIMessage:
+        message.usage_metadata = {
+            "input_tokens": prompt,
+            "output_tokens": output,
+            "total_tokens": prompt + output,
+        }
+        return message
+
+    model = ScriptedChatModel(
+        [
+            with_usage(tool_call("rag_search", {"query": "punishment for murder"}), 600, 20),
+            with_usage(final("Death or imprisonment for life [1]."), 900, 30),
+        ]
+    )
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    response = service.execute_agentic_search("What is the punishment for murder?", "test")
+    assert response.trace["token_usage"]["input_tokens"] == 1500
+    assert response.trace["token_usage_by_stage"] == {
+        "think": {"input_tokens": 1500, "output_tokens": 50, "total_tokens": 1550}
+    }
+    assert response.trace["timings_ms"]["think"] >= 0

@@ -140,6 +140,7 @@ def _observation(
 def _replan(state: AgentState, rt: RunRuntime, reason: str, iteration: int) -> dict[str, Any]:
     """A new plan after ``reason`` contradicted the current one (also told to a model)."""
     assert rt.planner is not None and state.plan is not None
+    rt.ctx.stage = "plan"
     started = time.perf_counter()
     result = rt.planner.replan(state.original_query, state.plan, reason, rt.ctx, rt.ctx.add_usage)
     rt.retried("planner", result.retries)
@@ -168,6 +169,7 @@ def plan(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     """The planning agent writes the plan before the first action."""
     rt = _runtime(config)
     rt.path.append("plan")
+    rt.ctx.stage = "plan"
     assert rt.planner is not None
     if time.monotonic() > rt.deadline:
         return {}  # think stops the run with status timeout
@@ -201,6 +203,7 @@ def plan(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
 def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     rt = _runtime(config)
     rt.path.append("think")
+    rt.ctx.stage = "think"
     started = time.perf_counter()
     stop: RunStatus | None = None
     if time.monotonic() > rt.deadline:
@@ -366,6 +369,7 @@ def reflect(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     ):
         return {}
     rt.path.append("reflect")
+    rt.ctx.stage = "reflect"
     started = time.perf_counter()
     result = critique_draft(
         state.original_query,
@@ -415,6 +419,7 @@ def reflect(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
 def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     rt = _runtime(config)
     rt.path.append("finalize")
+    rt.ctx.stage = "finalize"  # the conclusion after a stop, the repair round
     started = time.perf_counter()
     question = state.original_query
     draft: AnswerDraft | None = state.draft

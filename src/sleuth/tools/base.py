@@ -57,15 +57,22 @@ class RunContext:
     followed: set[str] = field(default_factory=set)
     searches: list[str] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
+    usage_by_stage: dict[str, dict[str, int]] = field(default_factory=dict)
+    stage: str = ""
+    """The agent or graph stage now calling the model (``think``, ``generate``…): each
+    call's tokens are also counted under it in ``usage_by_stage``."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add_usage(self, usage: dict[str, int] | None) -> None:
-        """Add a model call's token counts (``input_tokens``, ``output_tokens``...)."""
+    def add_usage(self, usage: dict[str, int] | None, stage: str | None = None) -> None:
+        """Add a model call's token counts (``input_tokens``, ``output_tokens``...), in total
+        and under ``stage`` (default: :attr:`stage`, else ``"other"``)."""
         if usage:
             with self._lock:
+                bucket = self.usage_by_stage.setdefault(stage or self.stage or "other", {})
                 for key, value in usage.items():
                     if isinstance(value, int):
                         self.usage[key] = self.usage.get(key, 0) + value
+                        bucket[key] = bucket.get(key, 0) + value
 
     def track(self, chunks: Iterable[Chunk]) -> None:
         """Record chunks as retrieved in this run (thread-safe, de-duplicated)."""

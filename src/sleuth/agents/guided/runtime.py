@@ -340,8 +340,13 @@ class _Run:
         among = [*self.target_sources.get(index, []), *self.shared_sources]
         return [self.section(sid) for sid in self.ranked(question, among)]
 
-    def usage(self, usage: dict[str, int]) -> None:
-        self.ctx.add_usage(usage)
+    def usage_for(self, agent: str) -> Callable[[dict[str, int]], None]:
+        """A token sink for one agent: counted in the run's total and under ``agent``."""
+
+        def add(usage: dict[str, int]) -> None:
+            self.ctx.add_usage(usage, stage=agent)
+
+        return add
 
 
 def _rt(config: RunnableConfig) -> _Run:
@@ -387,7 +392,7 @@ def route(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
             rt.model,
             collection=rt.ctx.collection,
             max_retries=rt.max_retries,
-            usage=rt.usage,
+            usage=rt.usage_for("intent_parser"),
         )
         rt.record("intent_parser", result)
         if result.from_model and result.value.confidence >= MIN_INTENT_CONFIDENCE:
@@ -409,7 +414,7 @@ def plan(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
             rt.model,
             collection=rt.ctx.collection,
             max_retries=rt.max_retries,
-            usage=rt.usage,
+            usage=rt.usage_for("planner"),
         )
     rt.record("planner", result)
     rt.timed("plan", started)
@@ -485,7 +490,7 @@ def skip(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
                 reply = rt.model.invoke(
                     [SystemMessage(load_prompt("guided_direct")), HumanMessage(state.question)]
                 )
-                rt.usage(dict(getattr(reply, "usage_metadata", None) or {}))
+                rt.usage_for("direct")(dict(getattr(reply, "usage_metadata", None) or {}))
                 visible, _ = content_parts(reply.content, getattr(reply, "additional_kwargs", None))
                 text = clean_answer_text(visible)
             except Exception as exc:
@@ -506,7 +511,7 @@ def decompose(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     rt.path.append("decompose")
     assert state.plan is not None and state.route is not None
     result = decompose_question(
-        state.question, rt.model, max_retries=rt.max_retries, usage=rt.usage
+        state.question, rt.model, max_retries=rt.max_retries, usage=rt.usage_for("decomposition")
     )
     rt.record("decomposition", result)
     subs = result.value.sub_questions
@@ -612,7 +617,11 @@ def evaluate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         result = StructuredResult(value=coverage, path="heuristic")
     else:
         result = evaluate_evidence(
-            target, evidence, rt.model, max_retries=rt.max_retries, usage=rt.usage
+            target,
+            evidence,
+            rt.model,
+            max_retries=rt.max_retries,
+            usage=rt.usage_for("crag_evaluator"),
         )
     rt.record("crag_evaluator", result)
     verdict = result.value
@@ -696,7 +705,7 @@ def refine(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         list(rt.ctx.searches),
         rt.model if by_model else None,
         max_retries=rt.max_retries,
-        usage=rt.usage,
+        usage=rt.usage_for("refinement"),
     )
     rt.record("refinement", result)
     query = result.value.refined_query
@@ -829,7 +838,7 @@ def compress(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
             budget,
             rt.model,
             max_retries=rt.max_retries,
-            usage=rt.usage,
+            usage=rt.usage_for("compression"),
         )
     rt.record("compression", result)
     titles = {e.source_id: e.title for e in state.evidence}
@@ -941,7 +950,7 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
             rt.model,
             fallback=lambda: _heuristic_draft(rt, state),
             notes=notes,
-            usage=rt.usage,
+            usage=rt.usage_for("generator"),
         )
         rt.record("generator", result)
         draft = result.value
@@ -1009,7 +1018,7 @@ def _repair(rt: _Run) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
             return None
         finally:
             rt.timed("repair", started)
-        rt.usage(dict(getattr(reply, "usage_metadata", None) or {}))
+        rt.usage_for("repair")(dict(getattr(reply, "usage_metadata", None) or {}))
         result = read_answer_reply(reply, lambda: draft)
         return result.value if result.from_model else None
 
