@@ -139,6 +139,7 @@ def main() -> None:
     parser.add_argument("--llm", default="local", help="SLEUTH_LLM value (default: local)")
     parser.add_argument("--data-dir", help="keep the indexes here (default: a temp dir)")
     parser.add_argument("--json", help="also write the per-dataset summaries to this file")
+    parser.add_argument("--records", help="also write every run's record to this JSONL file")
     args = parser.parse_args()
 
     from sleuth.app import Sleuth
@@ -172,6 +173,11 @@ def main() -> None:
                     run = run_eval(app, dataset, config, prepared=prepared)
                     records = run.records
                 summary = summarize(records)
+                if args.records:
+                    with open(args.records, "a", encoding="utf-8") as out:
+                        for record in records:
+                            row = {"dataset": name, "mode": mode, **record}
+                            out.write(json.dumps(row, default=str) + "\n")
                 results[f"{name}/{mode}"] = summary
                 rows.append([mode, *summary.values()])
                 print(

@@ -15,6 +15,9 @@ from sleuth.tools.base import RunContext, Tool, ToolResult
 from sleuth.types import Chunk
 
 SNIPPET_CHARS = 400
+EVIDENCE_CHARS = 800
+"""Characters of each hit's best chunk in the observation the model reads (the payload
+keeps the shorter snippet): enough for the fact a multi-hop question needs next."""
 SECTION_CHARS = 4000
 
 
@@ -91,7 +94,10 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
         ]
         ids = ", ".join(r["source_id"] for r in results) or "nothing"
         text = "\n\n".join(
-            evidence_block(r["number"], r["source_id"], r["title"], r["snippet"]) for r in results
+            evidence_block(
+                ctx.numbers.get(sid), sid, chunk.heading, _snippet(chunk.text, EVIDENCE_CHARS)
+            )
+            for sid, (_, chunk) in top
         )
         return ToolResult(
             status=f"rag_search '{args.query}' in {collection}: {len(results)} sections ({ids})",

@@ -812,7 +812,11 @@ def enrich(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     threshold = rt.token_budget // 2 if state.plan.needs_compression else rt.token_budget
     rt.compression = {"applied": False, "tokens_before": tokens, "tokens_after": tokens}
     rt.timed("enrich", started)
-    return {"evidence": evidence, "next_step": "compress" if tokens > threshold else "generate"}
+    # a model's generator reads each section's head (generation_messages cuts the text), so
+    # under ``auto`` the sentence filter — which drops bridge facts that share no word with
+    # the question — is not run for it
+    compress_it = tokens > threshold and not (rt.model is not None and rt.llm_agents == "auto")
+    return {"evidence": evidence, "next_step": "compress" if compress_it else "generate"}
 
 
 def compress(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
