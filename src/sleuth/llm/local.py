@@ -42,7 +42,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from sleuth.errors import require
-from sleuth.llm.toolcalls import ToolCallNormalizer
+from sleuth.llm.toolcalls import ToolCallNormalizer, object_end
 
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _CACHE_LOCK = threading.Lock()
@@ -267,27 +267,7 @@ def _leading_json_done(pieces: list[str]) -> bool:
     text = "".join(pieces).lstrip()
     if text.startswith("```"):
         text = text.split("\n", 1)[1] if "\n" in text else ""
-    if not text.startswith("{"):
-        return False
-    depth = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return True
-    return False
+    return text.startswith("{") and object_end(text, 0) is not None
 
 
 def _forced_tools(tools: list[dict[str, Any]], tool_choice: Any) -> list[dict[str, Any]] | None:

@@ -1,6 +1,6 @@
 """One normaliser for what chat models send back: text, thinking and tool calls in any form.
 
-Real models and servers disagree on how a tool call travels. :func:`normalize_reply` reads
+Real models and servers disagree on how a tool call travels. :class:`ToolCallNormalizer` reads
 all the forms met in practice and returns one :class:`NormalizedReply`:
 
 * structured ``tool_calls`` (OpenAI function calling), with ``arguments`` as an object or as
@@ -163,26 +163,8 @@ def _json_objects(text: str) -> list[tuple[int, int, Any]]:
         start = text.find("{", i)
         if start < 0:
             return found
-        depth, in_string, escaped, end = 0, False, False, -1
-        for j in range(start, len(text)):
-            char = text[j]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif char == "\\":
-                    escaped = True
-                elif char == '"':
-                    in_string = False
-            elif char == '"':
-                in_string = True
-            elif char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    end = j + 1
-                    break
-        if end < 0:  # unbalanced tail (a reply cut by max_tokens): repair what is there
+        end = object_end(text, start)
+        if end is None:  # unbalanced tail (a reply cut by max_tokens): repair what is there
             end = len(text)
         chunk = text[start:end]
         value = _loads(chunk)
@@ -191,6 +173,30 @@ def _json_objects(text: str) -> list[tuple[int, int, Any]]:
             i = end
         else:
             i = start + 1
+
+
+def object_end(text: str, start: int) -> int | None:
+    """The index just past the ``}`` closing the object that opens at ``text[start]``
+    (braces inside JSON strings ignored), or None when the text ends first."""
+    depth, in_string, escaped = 0, False, False
+    for j in range(start, len(text)):
+        char = text[j]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return None
 
 
 def _loads(text: str) -> Any:
@@ -402,11 +408,6 @@ class ToolCallNormalizer:
                 f"got {json.dumps(fixed, ensure_ascii=False)[:200]}. Please fix your mistakes."
             )
         return fixed, None
-
-
-def normalize_reply(message: Any, tools: Mapping[str, dict[str, Any] | None]) -> NormalizedReply:
-    """Shorthand for ``ToolCallNormalizer(tools).normalize(message)``."""
-    return ToolCallNormalizer(tools).normalize(message)
 
 
 def _is_string_type(spec: Mapping[str, Any]) -> bool:
