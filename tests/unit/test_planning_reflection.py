@@ -19,6 +19,7 @@ from sleuth.agents.planning import (
 from sleuth.agents.reflection import Critique, critique_draft, heuristic_critique
 from sleuth.agents.support import SupportChecker
 from sleuth.llm.testing import ScriptedChatModel, tool_call
+from sleuth.retrieval.text import novel_query
 from sleuth.tools.base import RunContext, ToolResult
 from tests.helpers import make_service
 from tests.unit.test_citations import _chunk
@@ -157,6 +158,33 @@ def test_heuristic_critique_finds_the_missing_part(ctx: RunContext) -> None:
     critique = heuristic_critique(TWO_PART, draft, ctx, SupportChecker())
     assert critique.missing_parts == ["What is theft?"]
     assert critique.needs_revision and critique.revision_query == "theft"
+
+
+def test_heuristic_critique_never_revises_with_a_left_over_word() -> None:
+    # the first search was the question itself; the words the answer leaves out ("year")
+    # are a subset of it, and one generic word would match everything: no revision
+    question = "How to Eat, released in which year, is a book by Nigella Lawson?"
+    ctx = RunContext(collection="test", searches=[question])
+    ctx.track([_chunk("BNS_S103")])
+    draft = AnswerDraft(answer_text="Nigella Lawson wrote a cookery book [BNS_S103].")
+    critique = heuristic_critique(question, draft, ctx, SupportChecker())
+    assert critique.missing_parts  # the gap is reported ...
+    assert not critique.needs_revision and critique.revision_query == ""  # ... not searched
+
+
+@pytest.mark.parametrize(
+    ("query", "earlier", "novel"),
+    [
+        ("Nigella Lawson books", ["how to eat"], True),
+        ("year", [], False),  # one left-over word
+        ("from the", [], False),  # no content terms at all
+        ("danish copenhagen rare", ["danish heavy metal band from copenhagen rare demo"], False),
+        ("Punishment  for MURDER", ["punishment murder"], False),  # a repeat, normalised
+        ("punishment murder life", ["punishment murder"], True),  # adds a term
+    ],
+)
+def test_novel_query(query: str, earlier: list[str], novel: bool) -> None:
+    assert novel_query(query, earlier) is novel
 
 
 def test_heuristic_critique_accepts_a_complete_supported_draft(ctx: RunContext) -> None:

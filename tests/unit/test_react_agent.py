@@ -370,6 +370,20 @@ def test_a_factoid_answer_keeps_its_short_answer_first(tmp_path):
     assert response.answer.ungrounded_sentences == []
 
 
+def test_a_short_answer_written_as_a_source_id_reads_as_its_title(tmp_path):
+    # small models copy the evidence header ("[1] BNS_S103 · Section 103. …") into the answer
+    model = ScriptedChatModel(
+        [
+            tool_call("rag_search", {"query": "punishment for murder"}),
+            final("Answer: BNS_S103\nExplanation: Murder is punished with death [1]."),
+        ]
+    )
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    response = service.execute_agentic_search("What is the punishment for murder?", "test")
+    assert response.answer.short_answer == "Section 103. Punishment for murder"
+    assert "BNS_S103." not in response.answer.answer_text
+
+
 def test_json_answer_text_never_reaches_the_user(tmp_path):
     model = ScriptedChatModel(
         [

@@ -131,6 +131,21 @@ def split_short_answer(draft: AnswerDraft) -> tuple[str | None, AnswerDraft]:
     return first, draft.model_copy(update={"answer_text": rest})
 
 
+def readable_short_answer(short: str, ctx: RunContext) -> str:
+    """A short answer that names a retrieved section by its source_id ("Hebron_Academy",
+    copied from an evidence header) becomes that section's title ("Hebron Academy")."""
+    wanted = short.strip().strip("[]").casefold()
+    for sid, chunks in ctx.retrieved.items():
+        if sid.casefold() == wanted and "_" in sid:
+            title = (
+                chunks[0].title_path[-1].strip().rstrip(".")
+                if chunks and chunks[0].title_path
+                else ""
+            )
+            return title or sid.replace("_", " ")
+    return short
+
+
 def _short_supported(short: str, answer: GeneratedAnswer, ctx: RunContext) -> bool:
     """Whether the short answer's terms occur in the cited sections (yes/no always do)."""
     if short.lower() in ("yes", "no"):
@@ -214,6 +229,8 @@ def finish_answer(
         fallback.dropped_sentences[:0] = report.dropped_sentences
         report = fallback
     answer = report.answer
+    if short:
+        short = readable_short_answer(short, ctx)
     if short and not answer.is_insufficient_context:
         if not _short_supported(short, answer, ctx):
             if strict_grounding:

@@ -25,7 +25,7 @@ from sleuth.agents.guided.agents import missing_words, split_question
 from sleuth.agents.guided.structured import StructuredResult, call_structured
 from sleuth.ingest.references import extract_references
 from sleuth.prompts import load_prompt
-from sleuth.retrieval.text import key_phrase, terms
+from sleuth.retrieval.text import key_phrase, novel_query, terms
 from sleuth.tools.base import RunContext, ToolResult
 
 MAX_PLAN_STEPS = 8
@@ -159,9 +159,8 @@ def heuristic_replan(question: str, plan: ReactPlan, reason: str, ctx: RunContex
     """Drop the failed steps and search again with the question's terms not yet found."""
     found = " ".join(c.text for chunks in ctx.retrieved.values() for c in chunks)
     missing = missing_words(question, found)  # as written, not stemmed
-    tried = {" ".join(q.lower().split()) for q in ctx.searches}
     candidates = [" ".join(missing), key_phrase(question), question.strip()]
-    query = next((q for q in candidates if q and " ".join(q.lower().split()) not in tried), "")
+    query = next((q for q in candidates if novel_query(q, ctx.searches)), "")
     steps = [PlanStep(action="search", target=query or key_phrase(question), purpose=reason)]
     steps += [
         PlanStep(action="read", purpose="read the best sections in full"),

@@ -23,7 +23,7 @@ from sleuth.agents.guided.structured import StructuredResult, call_structured
 from sleuth.agents.support import SupportChecker
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import STOPWORDS, coverage, terms, words
+from sleuth.retrieval.text import STOPWORDS, coverage, novel_query, terms, words
 from sleuth.tools.base import RunContext
 
 MAX_REVISIONS = 1
@@ -70,11 +70,6 @@ class Critique(BaseModel):
         return ("; ".join(parts) + " — " if parts else "complete and supported — ") + verdict
 
 
-def _searched(query: str, ctx: RunContext) -> bool:
-    norm = " ".join(query.lower().split())
-    return norm in {" ".join(q.lower().split()) for q in ctx.searches}
-
-
 def heuristic_critique(
     question: str, draft: AnswerDraft, ctx: RunContext, checker: SupportChecker | None
 ) -> Critique:
@@ -83,7 +78,9 @@ def heuristic_critique(
     Missing parts: for a multi-part question, each part whose terms the answer and its cited
     sections cover at most :data:`PART_COVERAGE`; otherwise the question's terms found in
     neither. Unsupported claims: sentences whose citations all failed the support check, or
-    that cite nothing. Revision: a search for the missing words, unless already run.
+    that cite nothing. Revision: a search for the missing words, when it is a
+    :func:`~sleuth.retrieval.text.novel_query` (two content terms at least, not a repeat or
+    a subset of an earlier search).
     """
     report = validate_citations(draft, ctx, checker)
     answer = report.answer
@@ -105,7 +102,9 @@ def heuristic_critique(
         if w not in STOPWORDS and len(w) > 1 and terms(w) and terms(w)[0] not in found
     ]
     query = " ".join(missing_words)
-    revise = bool(query) and bool(missing_parts or unsupported) and not _searched(query, ctx)
+    # a whole missing part may be one word ("theft"); left-over words need two
+    novel = novel_query(query, ctx.searches, min_terms=1 if len(parts) >= 2 else 2)
+    revise = novel and bool(missing_parts or unsupported)
     return Critique(
         missing_parts=missing_parts,
         unsupported_claims=unsupported,

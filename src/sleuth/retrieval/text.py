@@ -7,6 +7,7 @@ Snowball English stemmer (PyStemmer), so they match what the BM25 index sees.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
 from bm25s.stopwords import STOPWORDS_EN
@@ -107,6 +108,25 @@ def words(text: str) -> list[str]:
 def terms(text: str) -> list[str]:
     """Stemmed content terms of ``text``, in order, stop words and question words removed."""
     return [_stem(w) for w in words(text) if w and w not in STOPWORDS and len(w) > 1]
+
+
+MIN_QUERY_TERMS = 2
+"""Content terms a follow-up query needs to be worth running (one generic word such as
+"year" or "from" matches everything)."""
+
+
+def novel_query(query: str, earlier: Sequence[str], min_terms: int = MIN_QUERY_TERMS) -> bool:
+    """Whether a follow-up search for ``query`` could find something new.
+
+    False when it has fewer than ``min_terms`` content terms (one is enough for a whole
+    missing part of a question, "theft"; not for a left-over word), or when its terms are a
+    subset of an earlier query's (a repeat, or a shorter form of one: BM25 and the dense
+    model would rank the same sections again).
+    """
+    own = set(terms(query))
+    if len(own) < max(min_terms, 1):
+        return False
+    return not any(own <= set(terms(q)) for q in earlier)
 
 
 def key_phrase(question: str) -> str:
