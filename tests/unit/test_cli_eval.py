@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import sleuth.cli.eval as cli_eval
 from sleuth import cli
 from sleuth.app import Sleuth
 from sleuth.config import Settings
@@ -45,7 +46,7 @@ def own_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         settings = Settings(embedding_model=embedder.name, planner="heuristic")
         return Sleuth(settings, embedder=embedder)
 
-    monkeypatch.setattr(cli, "_eval_sleuth", hashing_sleuth)
+    monkeypatch.setattr(cli_eval, "_eval_sleuth", hashing_sleuth)
     monkeypatch.chdir(tmp_path)
     return folder
 

@@ -309,9 +309,10 @@ def test_cli_ask_no_memory(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
     import sleuth.cli as cli
+    import sleuth.cli._common
 
     app = make_app(tmp_path)
-    monkeypatch.setattr(cli, "_sleuth", lambda: app)
+    monkeypatch.setattr(sleuth.cli._common, "open_sleuth", lambda: app)
     runner = CliRunner()
     result = runner.invoke(cli.app, ["ask", MURDER, "-c", "test", "--quiet", "--no-memory"])
     assert result.exit_code == 0, result.output

@@ -7,8 +7,10 @@ dense, hybrid), sharing one embedder and one open index per collection.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
+
+import numpy as np
 
 from sleuth.config import Settings
 from sleuth.errors import EmbeddingModelMismatch, UserError
@@ -24,6 +26,10 @@ SearchMode = Literal["hybrid", "bm25", "dense"]
 IndexOpener = Callable[[Settings, str, int], Index]
 MAX_NAMED_SECTIONS = 5
 """At most this many explicitly named sections are put ahead of a hybrid ranking."""
+SECTION_OVERSAMPLING = 3
+""":meth:`KnowledgeBase.search_sections` asks for this many chunks per section wanted."""
+MAX_SECTION_CANDIDATES = 1000
+"""... and never more than this many chunks in all."""
 
 
 class KnowledgeBase:
@@ -156,11 +162,16 @@ class KnowledgeBase:
         Nagarik Suraksha Sanhita", "See section Naming and binding"): a user who names a
         section wants that section, which neither ranking reliably puts first. Those hits
         carry score 1.0 (above any RRF score, which is at most 2/61).
+
+        Raises:
+            UserError: an invalid or unknown collection (see :meth:`index`).
+            EmbeddingModelMismatch: the collection was built with another embedding model,
+                or (dense, hybrid) the model now gives vectors of another dimension.
         """
         index = self.index(collection)
         if mode == "bm25":
             return index.search_bm25(query, k, doc_ids)
-        vector = self.embedder.embed([query])[0]
+        vector = self._query_vector(collection, index, query)
         if mode == "dense":
             return index.search_dense(vector, k, doc_ids)
         fused = index.search_hybrid(query, vector, k, doc_ids)
@@ -175,6 +186,61 @@ class KnowledgeBase:
             Hit(chunk=chunk, score=score, rank=rank, retriever="hybrid")
             for rank, (chunk, score) in enumerate(zip([*named, *rest], scores, strict=True), 1)
         ][:k]
+
+    def search_sections(
+        self,
+        collection: str,
+        query: str,
+        k: int = 5,
+        mode: SearchMode = "hybrid",
+        doc_ids: list[str] | None = None,
+    ) -> list[Hit]:
+        """Top-``k`` sections for ``query``: the best-ranked chunk of each, re-ranked 1..n.
+
+        Sub-chunks of one section share its ``source_id``; :meth:`search` may return several
+        of them. This asks :meth:`search` for ``SECTION_OVERSAMPLING * k`` chunks (more, up
+        to ``MAX_SECTION_CANDIDATES``, while that yields fewer than ``k`` sections) and
+        keeps the first chunk of each section, with its score.
+
+        Returns:
+            Up to ``k`` hits with distinct ``source_id``, best first (fewer when the
+            collection has fewer matching sections).
+
+        Raises:
+            The errors of :meth:`search`.
+        """
+        fetch = max(1, k) * SECTION_OVERSAMPLING
+        while True:
+            fetch = min(fetch, MAX_SECTION_CANDIDATES)
+            hits = self.search(collection, query, k=fetch, mode=mode, doc_ids=doc_ids)
+            best = best_per_section(hits, k)
+            if len(best) >= k or len(hits) < fetch or fetch >= MAX_SECTION_CANDIDATES:
+                return best
+            fetch *= SECTION_OVERSAMPLING
+
+    def _query_vector(self, collection: str, index: Index, query: str) -> np.ndarray:
+        """The query's embedding, checked against the dimension of the collection's index.
+
+        Raises:
+            EmbeddingModelMismatch: the model gives vectors of another dimension than the
+                index holds (e.g. another model was put at the path the collection was built
+                with); the message names both dimensions.
+        """
+        embedder = self.embedder
+        vector = embedder.embed([query])[0]
+        expected = getattr(index, "dim", None)
+        shape = np.shape(vector)
+        got = int(shape[-1]) if shape else 0
+        if expected is not None and got != int(expected):
+            configured = self.settings.embedding_model.removeprefix("sentence-transformers/")
+            model = getattr(embedder, "name", None) or configured
+            raise EmbeddingModelMismatch(
+                f"collection '{collection}' holds {expected}-d vectors, but the embedding "
+                f"model '{model}' now gives {got}-d vectors (another model at the same name "
+                f"or path?); restore the {expected}-d model, or ingest again into a new "
+                "collection"
+            )
+        return vector
 
     def _section_lookup(self, collection: str) -> SectionLookup:
         """The collection's section lookup, rebuilt only when its documents changed."""
@@ -245,6 +311,21 @@ class KnowledgeBase:
             for index in self._indexes.values():
                 index.close()
             self._indexes.clear()
+
+
+def best_per_section(hits: Sequence[Hit], k: int) -> list[Hit]:
+    """The first (best-ranked) hit of each section (``source_id``), at most ``k``, with
+    ranks renumbered 1..n; scores and retrievers are kept."""
+    seen: set[str] = set()
+    out: list[Hit] = []
+    for hit in hits:
+        if hit.chunk.source_id in seen:
+            continue
+        seen.add(hit.chunk.source_id)
+        out.append(hit.model_copy(update={"rank": len(out) + 1}))
+        if len(out) >= k:
+            break
+    return out
 
 
 def join_parts(chunks: list[Chunk]) -> str:

@@ -1,0 +1,122 @@
+"""``sleuth ask``: one agent run, its trace streamed live, then the cited answer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from sleuth.cli import _common as common
+from sleuth.cli._common import (
+    EXIT_ERROR,
+    EXIT_INSUFFICIENT,
+    EXIT_USAGE,
+    AsciiOpt,
+    CollectionOpt,
+    JsonOpt,
+)
+from sleuth.errors import SleuthError
+
+if TYPE_CHECKING:
+    from sleuth.app import Sleuth
+
+ASK_MODES = ("react", "guided")
+
+
+def ask(
+    question: Annotated[str, typer.Argument(help="The question")],
+    collection: CollectionOpt = None,
+    mode: Annotated[str, typer.Option(help="react (autonomous loop) | guided (typed agents)")] = (
+        "react"
+    ),
+    max_iterations: Annotated[int | None, typer.Option(min=1, help="ReAct loop cap")] = None,
+    as_json: JsonOpt = False,
+    ascii_only: AsciiOpt = False,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="Only the answer text and its citation ids, plain"),
+    ] = False,
+    no_memory: Annotated[
+        bool,
+        typer.Option(
+            "--no-memory", help="Neither recall past runs nor remember this one (SLEUTH_MEMORY)"
+        ),
+    ] = False,
+) -> None:
+    """Ask a question: the agent's trace streams live, then the cited answer."""
+    if mode not in ASK_MODES:
+        raise common.fail(f"--mode must be react or guided, not '{mode}'", EXIT_USAGE)
+    common.non_empty(question, "question")
+    from sleuth.service import MAX_QUESTION_CHARS
+
+    if len(question) > MAX_QUESTION_CHARS:
+        raise common.fail(
+            f"the question is too long: {len(question):,} characters, at most "
+            f"{MAX_QUESTION_CHARS:,}",
+            EXIT_USAGE,
+        )
+    name = common.collection_name(collection)
+    s = common.open_sleuth()
+    run_ask(
+        s,
+        question,
+        name,
+        max_iterations=max_iterations,
+        as_json=as_json,
+        ascii_only=ascii_only,
+        quiet=quiet,
+        mode=mode,
+        memory=not no_memory,
+    )
+
+
+def run_ask(
+    s: Sleuth,
+    question: str,
+    collection: str,
+    *,
+    max_iterations: int | None = None,
+    as_json: bool = False,
+    ascii_only: bool = False,
+    quiet: bool = False,
+    mode: str = "react",
+    memory: bool = True,
+) -> None:
+    """Run the agent on ``question`` over ``collection`` and print the outcome; closes ``s``.
+
+    Raises:
+        typer.Exit: 1 for a sleuth error or a run that ended in status ``error``, 3 for an
+            insufficient-context answer (nothing is raised for a cited answer).
+    """
+    from sleuth.trace import TraceRenderer
+
+    renderer = TraceRenderer(ascii_only=ascii_only)
+    sinks = [] if (as_json or quiet) else [renderer]
+    try:
+        response = s.agent.execute_agentic_search(
+            question,
+            collection,
+            mode=mode,  # type: ignore[arg-type]
+            max_iterations=max_iterations,
+            sinks=sinks,
+            use_memory=memory,
+        )
+    except SleuthError as exc:
+        raise common.fail(str(exc)) from exc
+    finally:
+        s.close()
+    if not as_json:  # MCP servers whose tools could not be offered
+        for warning in (response.trace.get("mcp") or {}).get("warnings", []):
+            common.warning_line(warning)
+    if as_json:
+        typer.echo(response.model_dump_json(indent=2))
+    elif quiet:
+        prefix = "Insufficient context: " if response.answer.is_insufficient_context else ""
+        typer.echo(prefix + response.answer.answer_text)
+        ids = list(dict.fromkeys(c.source_id for c in response.answer.citations))
+        if ids:
+            typer.echo("citations: " + " ".join(ids))
+    if response.status.value == "error":
+        raise typer.Exit(EXIT_ERROR)
+    if response.answer.is_insufficient_context:
+        raise typer.Exit(EXIT_INSUFFICIENT)
