@@ -101,6 +101,12 @@ class Settings(BaseSettings):
         description="sentence-transformers model name or path; the default is bundled",
     )
     embedding_batch_size: int = Field(default=64, ge=1, description="Chunks per embedding batch")
+    embedding_backend: Literal["auto", "onnx", "onnx-int8", "torch"] = Field(
+        default="auto",
+        description="'auto': the bundled model in onnxruntime (an ONNX file exported once "
+        "into data_dir/models/onnx), other models in torch; 'onnx'; 'onnx-int8' (int8 "
+        "weights: faster, cosine ~0.997 to torch); 'torch' (sentence-transformers)",
+    )
     chunk_words: int = Field(
         default=160, ge=20, description="Target chunk length in words (MiniLM reads ~256 tokens)"
     )
