@@ -710,3 +710,105 @@ def test_embedder_is_normalised() -> None:
     assert v.shape == (3, DIM) and v.dtype == np.float32
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0)
     assert math.isclose(float(v[0] @ v[0]), 1.0, rel_tol=1e-6)
+
+
+# ------------------------------------------------------- LocalIndex: any language (issue 12)
+
+WORLD = [
+    make_chunk("ja", 1, "東京都は日本の首都です。"),
+    make_chunk("ja", 2, "大阪は食べ物で有名な都市です。"),
+    make_chunk("zh", 1, "北京是中华人民共和国的首都。"),
+    make_chunk("zh", 2, "上海是一个港口城市。"),
+    make_chunk("ko", 1, "서울은 대한민국의 수도입니다."),
+    make_chunk("ko", 2, "부산은 항구 도시입니다."),
+    make_chunk("ar", 1, "القانون المدني ينظم العقود بين الأفراد."),
+    make_chunk("ar", 2, "المحكمة العليا تنظر في الطعون."),
+    make_chunk("de", 1, "Aschenbrödel ist ein Märchen der Brüder Grimm."),
+    make_chunk("fr", 1, "The cafe serves coffee to the resume committee."),
+    make_chunk("em", 1, "Pizza night 🍕 is on Friday."),
+    make_chunk("em", 2, "Thumbs up 👍 from the team."),
+    make_chunk("en", 1, "Whoever commits theft shall be punished with imprisonment."),
+    make_chunk("en", 2, "The punishment for cheating is a fine."),
+]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[LocalIndex]:
+    with LocalIndex(tmp_path / "world", DIM) as ix:
+        ix.add(WORLD, vectors(WORLD))
+        yield ix
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("東京", "ja_S1"),  # Han bigram inside a longer run
+        ("首都はどこ", "ja_S1"),  # shares the bigram 首都 (zh_S1 too: ranked after)
+        ("大阪", "ja_S2"),
+        ("上海", "zh_S2"),
+        ("中华人民共和国", "zh_S1"),
+        ("서울", "ko_S1"),
+        ("항구", "ko_S2"),
+        ("القانون المدني", "ar_S1"),
+        ("المحكمة", "ar_S2"),
+        ("Aschenbrodel", "de_S1"),  # without the umlaut finds it with
+        ("Aschenbrödel", "de_S1"),
+        ("Märchen", "de_S1"),
+        ("café résumé", "fr_S1"),  # with accents finds it without
+        ("🍕", "em_S1"),
+        ("👍🏽", "em_S2"),  # a skin tone does not matter
+    ],
+)
+def test_local_bm25_reads_every_language(world: LocalIndex, query: str, expected: str) -> None:
+    hits = world.search_bm25(query, 3)
+    assert hits and hits[0].chunk.source_id == expected, (query, ids(hits))
+
+
+def test_local_bm25_cjk_needs_the_bigram(world: LocalIndex) -> None:
+    """One shared character is not a match: 首都 is, 首 alone (a one-character query) only
+    matches a one-character run."""
+    assert {h.chunk.source_id for h in world.search_bm25("首都", 5)} == {"ja_S1", "zh_S1"}
+    assert world.search_bm25("京阪", 5) == []
+
+
+def test_local_bm25_english_stemming_unchanged(world: LocalIndex) -> None:
+    """Issue 12: English keeps its stop words and Snowball stems."""
+    assert {h.chunk.source_id for h in world.search_bm25("punished", 5)} == {"en_S1", "en_S2"}
+    assert {h.chunk.source_id for h in world.search_bm25("punishments", 5)} == {
+        "en_S1",
+        "en_S2",
+    }
+    assert tokenize("The murdered persons of the State") == ["murder", "person", "state"]
+
+
+def test_local_index_rebuilds_bm25_made_by_an_older_analyzer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index saved by the ASCII-only analyzer (no "analyzer" in meta.json) gets its BM25
+    terms recounted from the stored chunks when opened, and saved with the new version."""
+    import sleuth.store.local_index as local_index
+    from sleuth.retrieval.text import ANALYZER_VERSION
+
+    def old_tokenize(text: str) -> list[str]:
+        return [w for w in re.findall(r"\w+", text.lower()) if w not in {"the", "is", "of"}]
+
+    directory = tmp_path / "old"
+    with monkeypatch.context() as m:
+        m.setattr(local_index, "tokenize", old_tokenize)
+        with LocalIndex(directory, DIM) as ix:
+            ix.add(WORLD, vectors(WORLD))
+            ix.compact()
+            assert ix.search_bm25("Aschenbrodel", 3) == []
+    meta_path = directory / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["analyzer"]
+    meta_path.write_text(json.dumps(meta))
+    with LocalIndex(directory, DIM) as ix:
+        assert ids(ix.search_bm25("Aschenbrodel", 3)) == ["de_S1#0"]
+        assert ids(ix.search_bm25("東京", 3)) == ["ja_S1#0"]
+        assert ix.count() == len(WORLD)
+    meta = json.loads(meta_path.read_text())
+    assert meta["analyzer"] == ANALYZER_VERSION and meta["generation"] > 1
+    with LocalIndex(directory, DIM) as ix:  # saved: opened again without a rebuild
+        assert not ix._stale_analyzer
+        assert ids(ix.search_bm25("Aschenbrodel", 3)) == ["de_S1#0"]

@@ -12,7 +12,11 @@ Markers in the answer text are ``[source_id]`` (also accepted: ``[Source: id]``,
 
 A sentence left without a supporting citation is *ungrounded*: with ``strict_grounding`` it is
 dropped from the answer, otherwise it is kept and listed in
-:attr:`~sleuth.agents.answer.GeneratedAnswer.ungrounded_sentences`. Numeric markers are
+:attr:`~sleuth.agents.answer.GeneratedAnswer.ungrounded_sentences`. A sentence whose cited
+sections could not check it (no content words, or a script the semantic model cannot read:
+verdict ``unverifiable``) is ungrounded too, and also listed as unverifiable in the trace.
+A sentence that instructs the agent or looks like a secret (:mod:`sleuth.agents.safety`:
+retrieved text is data) is always dropped, and listed with its reason. Numeric markers are
 rewritten to ``[source_id]``; each citation keeps the evidence number it had in the run, so
 numbering never changes between rounds of retrieval.
 """
@@ -21,12 +25,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import BaseModel
 
 from sleuth.agents.answer import AnswerDraft, Citation, GeneratedAnswer
-from sleuth.agents.support import Support, SupportChecker
+from sleuth.agents.safety import unsafe_reason
+from sleuth.agents.support import MIN_CLAIM_TERMS, Support, SupportChecker
 from sleuth.retrieval.search import join_parts
+from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext
 
 _MARKER = re.compile(
@@ -65,12 +72,22 @@ class AddedCitation(BaseModel):
 
 
 class UnsupportedCitation(BaseModel):
-    """A citation removed from a sentence whose claim its section does not support."""
+    """A citation removed from a sentence whose claim its section does not support
+    (``verdict="unsupported"``) or cannot check (``"unverifiable"``)."""
 
     source_id: str
     sentence: str
     lexical: float
     semantic: float | None = None
+    reason: str
+    verdict: Literal["unsupported", "unverifiable"] = "unsupported"
+
+
+class WithheldSentence(BaseModel):
+    """An answer (or evidence) sentence dropped because it instructs the agent or looks
+    like a secret."""
+
+    sentence: str
     reason: str
 
 
@@ -83,17 +100,28 @@ class CitationReport:
     unsupported: list[UnsupportedCitation] = field(default_factory=list)
     dropped_sentences: list[str] = field(default_factory=list)
     added: list[AddedCitation] = field(default_factory=list)
+    unverifiable: list[str] = field(default_factory=list)
+    withheld: list[WithheldSentence] = field(default_factory=list)
 
     def trace(self) -> dict[str, object]:
         """The report as trace metadata (``citations_removed``, ``citations_unsupported``,
-        ``citations_added``, ``sentences_dropped``, ``ungrounded_sentences``)."""
+        ``citations_added``, ``sentences_dropped``, ``ungrounded_sentences``,
+        ``sentences_unverifiable``: ungrounded because no cited section could check them,
+        ``sentences_withheld``: dropped as instructions or secrets, with the reason)."""
         return {
             "citations_removed": [r.model_dump() for r in self.removed],
             "citations_unsupported": [u.model_dump() for u in self.unsupported],
             "citations_added": [a.model_dump() for a in self.added],
             "sentences_dropped": list(self.dropped_sentences),
             "ungrounded_sentences": list(self.answer.ungrounded_sentences),
+            "sentences_unverifiable": list(self.unverifiable),
+            "sentences_withheld": [w.model_dump() for w in self.withheld],
         }
+
+    def withhold(self, sentence: str, reason: str) -> None:
+        """Record a sentence dropped by the safety check (once)."""
+        if all(w.sentence != sentence for w in self.withheld):
+            self.withheld.append(WithheldSentence(sentence=sentence, reason=reason))
 
 
 def cited_ids(text: str) -> list[str]:
@@ -192,6 +220,7 @@ class _SentenceChecker:
         self.report = CitationReport(answer=GeneratedAnswer(answer_text=""))
         self.cited: dict[str, float | None] = {}
         self._reported: set[str] = set()
+        self.unverifiable = False
 
     def remove(self, raw: str, reason: str) -> None:
         raw = raw.strip().strip("[]").split("#", 1)[0]
@@ -214,13 +243,15 @@ class _SentenceChecker:
         """
         if self.checker is None:
             return None
+        if len(set(terms(claim))) < MIN_CLAIM_TERMS:
+            return None  # too short to tell which section it comes from
         order = list(dict.fromkeys([*preferred, *self.ctx.retrieved]))
         best: tuple[str, Support] | None = None
-        lexical_only = SupportChecker(None, self.checker.lexical_threshold)
+        lexical_only = SupportChecker(
+            None, self.checker.lexical_threshold, multilingual=self.checker.multilingual
+        )
         for sid in order:
             support = lexical_only.check(claim, sid, self.ctx.retrieved[sid])
-            if not support.checked:
-                return None  # too short to test: nothing to attach a source to
             if support.supported and (best is None or support.lexical > best[1].lexical):
                 best = (sid, support)
         if best is not None:
@@ -232,9 +263,13 @@ class _SentenceChecker:
         return best
 
     def sentence(self, sentence: str) -> tuple[str, str, bool]:
-        """(rewritten sentence, its claim, whether any citation supports it)."""
+        """(rewritten sentence, its claim, whether any citation supports it).
+
+        :attr:`unverifiable` tells afterwards whether a cited section could not check it.
+        """
         claim = _tidy(_MARKER.sub("", sentence))
         results: dict[str, Support | None] = {}
+        self.unverifiable = False
 
         def fix(match: re.Match[str]) -> str:
             ids = []
@@ -254,6 +289,8 @@ class _SentenceChecker:
         grounded = False
         for sid, support in results.items():
             if support is not None and not support.supported:
+                verdict = "unverifiable" if support.verdict == "unverifiable" else "unsupported"
+                self.unverifiable = self.unverifiable or verdict == "unverifiable"
                 self.report.unsupported.append(
                     UnsupportedCitation(
                         source_id=sid,
@@ -261,6 +298,7 @@ class _SentenceChecker:
                         lexical=round(support.lexical, 3),
                         semantic=None if support.semantic is None else round(support.semantic, 3),
                         reason=support.reason(),
+                        verdict=verdict,
                     )
                 )
                 continue
@@ -309,10 +347,17 @@ def validate_citations(
     lines: list[str] = []
     text = clean_answer_text(draft.answer_text)
     preferred = [sid for sid in (checks.resolver.resolve(r)[0] for r in cited_ids(text)) if sid]
+    for sentence, reason in ctx.withheld.items():  # kept out of the extractive answer
+        report.withhold(sentence, reason)
     for line in split_sentences(text):
         kept = []
         for sentence in line:
+            reason = unsafe_reason(_MARKER.sub("", sentence))
+            if reason is not None:
+                report.withhold(_tidy(_MARKER.sub("", sentence)), reason)
+                continue
             rewritten, claim, grounded = checks.sentence(sentence)
+            unverifiable = checks.unverifiable
             if not grounded and not insufficient and claim and not claim.endswith("?"):
                 found = checks.attach(claim, preferred)
                 if found is not None:
@@ -330,6 +375,8 @@ def validate_citations(
                     grounded = True
                     checks.cited.setdefault(sid, support.score)
             if not grounded and not insufficient and claim and not claim.endswith("?"):
+                if unverifiable:
+                    report.unverifiable.append(claim)
                 if strict_grounding:
                     report.dropped_sentences.append(claim)
                     continue
@@ -358,7 +405,11 @@ def validate_citations(
             )
     report.answer = GeneratedAnswer(
         answer_text=re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip(),
-        key_points=[_resolve_markers(p, checks.resolver) for p in draft.key_points if p.strip()],
+        key_points=[
+            _resolve_markers(p, checks.resolver)
+            for p in draft.key_points
+            if p.strip() and unsafe_reason(p) is None
+        ],
         citations=citations,
         is_insufficient_context=insufficient,
         ungrounded_sentences=ungrounded,

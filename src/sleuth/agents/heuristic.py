@@ -13,6 +13,7 @@ from __future__ import annotations
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.guided.agents import split_question
 from sleuth.agents.reasoner import Decision
+from sleuth.agents.safety import unsafe_reason
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.retrieval.search import join_parts
@@ -112,6 +113,18 @@ def _linked_pair(
     return best
 
 
+def _safe_sentences(text: str, ctx: RunContext) -> list[str]:
+    """The sentences of ``text`` an answer may quote; the others go to ``ctx.withheld``."""
+    kept = []
+    for sentence in sentences(text):
+        reason = unsafe_reason(sentence)
+        if reason is None:
+            kept.append(sentence)
+        else:
+            ctx.withheld.setdefault(sentence, reason)
+    return kept
+
+
 def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
     """An extractive, cited answer from the sections retrieved in this run.
 
@@ -121,7 +134,9 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
     with no searchable terms at all — "?", a script the index cannot read — is never
     answered) unless the question names that section, or two linked sections (one cites or
     names the other: the two hops of a bridge question) cover ``SUFFICIENT_COVERAGE`` of it
-    together.
+    together. Evidence sentences that instruct the agent or hold a secret
+    (:func:`sleuth.agents.safety.unsafe_reason`) are never picked; they are recorded in
+    ``ctx.withheld``.
     """
     ranked = rank_sections(question, ctx)
     named = bool(ranked) and _is_named(ranked[0][0], _named_numbers(question))
@@ -150,7 +165,7 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
         # a section the question names is what it asks about: its sentences come first,
         # whether or not they repeat the question's words
         named = NAMED_SECTION_BONUS if _is_named(sid, numbers) else 0.0
-        for position, sentence in enumerate(sentences(join_parts(chunks))):
+        for position, sentence in enumerate(_safe_sentences(join_parts(chunks), ctx)):
             shared = q_terms & set(terms(sentence))
             if not shared and not named:
                 continue
@@ -178,7 +193,19 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
             break
     if not picked:
         best = ranked[0][0]
-        picked = [(0, 0, best, sentences(join_parts(ctx.retrieved[best]))[0])]
+        safe = _safe_sentences(join_parts(ctx.retrieved[best]), ctx)
+        if not safe:
+            return AnswerDraft(
+                answer_text=(
+                    "The knowledge base does not contain enough information to answer this "
+                    f"question. The closest section found ({best}) holds no sentence that "
+                    "can be quoted."
+                ),
+                key_points=[],
+                citations=[],
+                is_insufficient_context=True,
+            ).as_extractive()
+        picked = [(0, 0, best, safe[0])]
     picked.sort()
     parts = []
     for _, _, sid, sentence in picked:

@@ -10,6 +10,17 @@ section when either
   embeddings of the section's chunks — reaches :data:`SEMANTIC_THRESHOLD` (checked only when
   the lexical test fails and an embedder is available).
 
+A claim with fewer than :data:`MIN_CLAIM_TERMS` content terms ("1998.", "Hello there.") is
+held to more: lexical support needs *all* of its terms in the section (one shared word of
+two is no evidence), else the semantic test decides. Some claims cannot be checked at all,
+and are *unverifiable* (:attr:`Support.verdict`), which is never supported:
+
+* a claim without content terms ("Yes.", "Ok!", only stop words or punctuation);
+* a claim the lexical test does not support whose letters are mostly not Latin (Hindi,
+  Chinese, Russian…), when the semantic model reads English only (all-MiniLM-L6-v2, the
+  default): its cosine with an English section means nothing. A non-Latin claim a section
+  of its own language supports lexically is supported.
+
 Both thresholds were chosen on the statutes data with ``bench/bench_citation_support.py``:
 claims are the sentences of the 996 reference answers of ``synthetic_qa.json``, positives
 pair a claim with its gold section, negatives with the best-ranked *other* section a hybrid
@@ -22,11 +33,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from sleuth.retrieval.embeddings import Embedder
-from sleuth.retrieval.text import terms
+from sleuth.retrieval.text import latin_share, terms
 from sleuth.types import Chunk
 
 LEXICAL_THRESHOLD = 0.7
@@ -34,7 +46,14 @@ LEXICAL_THRESHOLD = 0.7
 SEMANTIC_THRESHOLD = 0.65
 """Cosine similarity (all-MiniLM-L6-v2) between the claim and a chunk of the section."""
 MIN_CLAIM_TERMS = 2
-"""Claims with fewer content terms ("Yes.", "See below.") are not checked: nothing to test."""
+"""Claims with fewer content terms ("1998.") are lexically supported only when all of them
+occur in the section."""
+MIN_LATIN_SHARE = 0.5
+"""A claim with a smaller share of Latin letters is unreadable for an English-only
+semantic model."""
+Verdict = Literal["supported", "unsupported", "unverifiable"]
+ANSWER_WORDS = frozenset(["yes", "no", "true", "fals", "correct", "incorrect", "ok", "okay"])
+"""Stems of words that answer rather than claim ("Yes."): not content terms of a claim."""
 
 _NUMBERED = re.compile(r"^\s*(?:[-*•]|\(?\d{1,3}[.)])\s+")
 
@@ -47,9 +66,10 @@ class Support:
         source_id: the cited section.
         lexical: share of the claim's terms found in the section, in [0, 1].
         semantic: best claim-chunk cosine in [-1, 1], or ``None`` when not computed.
-        supported: whether either score reaches its threshold (``True`` for claims too
-            short to check).
-        checked: ``False`` when the claim had fewer than :data:`MIN_CLAIM_TERMS` terms.
+        supported: whether either score reaches its threshold (``verdict == "supported"``).
+        checked: ``False`` when the claim had no content terms (nothing to test).
+        verdict: ``"supported"``, ``"unsupported"``, or ``"unverifiable"`` (no content
+            terms, or a script the semantic model cannot read; never supported).
     """
 
     source_id: str
@@ -57,6 +77,13 @@ class Support:
     semantic: float | None
     supported: bool
     checked: bool = True
+    verdict: Verdict = "unsupported"
+
+    def __post_init__(self) -> None:
+        if self.supported and self.verdict != "supported":
+            object.__setattr__(self, "verdict", "supported")
+        elif not self.supported and self.verdict == "supported":
+            object.__setattr__(self, "verdict", "unsupported")
 
     @property
     def score(self) -> float:
@@ -65,6 +92,13 @@ class Support:
 
     def reason(self) -> str:
         """Why the pair failed, in words, e.g. ``"lexical 0.25 < 0.6, semantic 0.41 < 0.6"``."""
+        if self.verdict == "unverifiable":
+            if not self.checked:
+                return "the sentence cannot be checked: it has no content words"
+            return (
+                f"the sentence cannot be checked: lexical {self.lexical:.2f} < "
+                f"{LEXICAL_THRESHOLD} and the semantic model does not read its script"
+            )
         parts = [f"lexical {self.lexical:.2f} < {LEXICAL_THRESHOLD}"]
         if self.semantic is not None:
             parts.append(f"semantic {self.semantic:.2f} < {SEMANTIC_THRESHOLD}")
@@ -84,6 +118,9 @@ class SupportChecker:
             ``(n, dim)``); ``None`` checks lexically only.
         lexical_threshold: see :data:`LEXICAL_THRESHOLD`.
         semantic_threshold: see :data:`SEMANTIC_THRESHOLD`.
+        multilingual: the embedder reads every script; ``False`` (the default, for
+            all-MiniLM-L6-v2) makes claims mostly in other scripts than Latin unverifiable
+            when the lexical test fails.
     """
 
     def __init__(
@@ -91,28 +128,45 @@ class SupportChecker:
         embedder: Embedder | None = None,
         lexical_threshold: float = LEXICAL_THRESHOLD,
         semantic_threshold: float = SEMANTIC_THRESHOLD,
+        multilingual: bool = False,
     ) -> None:
         self.embedder = embedder
         self.lexical_threshold = lexical_threshold
         self.semantic_threshold = semantic_threshold
+        self.multilingual = multilingual
         self._vectors: dict[str, np.ndarray] = {}
 
     def check(self, claim: str, source_id: str, chunks: Sequence[Chunk]) -> Support:
-        """Check one claim against the chunks of one cited section."""
+        """Check one claim against the chunks of one cited section (see the module
+        docstring for the rule)."""
         claim = claim_text(claim)
-        claim_terms = set(terms(claim))
-        if len(claim_terms) < MIN_CLAIM_TERMS:
-            return Support(source_id, 1.0, None, supported=True, checked=False)
+        claim_terms = set(terms(claim)) - ANSWER_WORDS
+        if not claim_terms:
+            return Support(
+                source_id, 0.0, None, supported=False, checked=False, verdict="unverifiable"
+            )
         section_text = " ".join(
             dict.fromkeys([chunks[0].heading if chunks else "", *(c.text for c in chunks)])
         )
         lexical = len(claim_terms & set(terms(section_text))) / len(claim_terms)
-        if lexical >= self.lexical_threshold:
+        needed = self.lexical_threshold if len(claim_terms) >= MIN_CLAIM_TERMS else 1.0
+        if lexical >= needed:
             return Support(source_id, lexical, None, supported=True)
+        if not self.readable(claim):
+            return Support(source_id, lexical, None, supported=False, verdict="unverifiable")
         if self.embedder is None or not chunks:
             return Support(source_id, lexical, None, supported=False)
         semantic = self._semantic(claim, chunks)
         return Support(source_id, lexical, semantic, supported=semantic >= self.semantic_threshold)
+
+    def readable(self, claim: str) -> bool:
+        """Whether the semantic model can read ``claim``: always when it is multilingual,
+        else when at least :data:`MIN_LATIN_SHARE` of its letters are Latin (or it has no
+        letters: numbers, dates)."""
+        if self.multilingual:
+            return True
+        share = latin_share(claim)
+        return share is None or share >= MIN_LATIN_SHARE
 
     def _semantic(self, claim: str, chunks: Sequence[Chunk]) -> float:
         assert self.embedder is not None

@@ -1,18 +1,46 @@
-"""Lexical helpers shared by the heuristic reasoner and the citation checks.
+"""Lexical analysis shared by the BM25 index, the heuristic reasoner and the citation checks.
 
-Terms are lower-cased word tokens minus English stop words (bm25s's list), stemmed with the
-Snowball English stemmer (PyStemmer), so they match what the BM25 index sees.
+One analyzer, :func:`analyze`, reads text in any script:
+
+* **normalisation** — NFKC (full-width letters, ligatures, half-width kana), then
+  ``casefold``;
+* **accent folding** — words of Latin, Greek, Cyrillic, Hebrew and Arabic script are
+  decomposed (NFKD), their combining marks dropped and the rest recomposed (NFC), and a few
+  letters without a decomposition are spelled out (ø → o, æ → ae, ß → ss, ł → l, …): so
+  "Aschenbrödel" and "Aschenbrodel" are one term, as are "café" and "cafe". Marks of other
+  scripts (Devanagari vowel signs, kana voicing marks) carry meaning and are kept;
+* **words** of any script — runs of letters, digits, ``_`` and combining marks (``\\w`` with
+  Unicode, plus the marks Python's ``\\w`` leaves out); :func:`terms` and :func:`words` also
+  keep inner ``'``, ``_`` and ``-`` ("self-defence" is one term), the index splits there;
+* **CJK** — a run of Han, Hiragana, Katakana or Hangul characters becomes its overlapping
+  character bigrams ("東京都" → "東京", "京都"; a run of one character is kept alone), as
+  Lucene's CJK analyzer does, so no dictionary is needed;
+* **emoji** — one token per emoji (a ZWJ sequence or a flag is one emoji; skin tones and
+  variation selectors are dropped, so 👍🏽 matches 👍);
+* **English** — words still in ASCII after folding lose English stop words (bm25s' list,
+  plus question words for :func:`terms`) and are stemmed with the Snowball English stemmer
+  (PyStemmer). Plain ASCII text takes a fast path that gives exactly the terms of the
+  earlier ASCII-only analyzer.
+
+Stems are cached per word (thread-safe), which keeps ingest fast.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
+ANALYZER_VERSION = 2
+"""Version of :func:`analyze`'s output; stored with indexes built from it (1: ASCII only)."""
+
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
+_ASCII_TOKEN = re.compile(r"\w+")
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[]?[A-Z0-9(])|\n{2,}|\n(?=\(\w{1,4}\)\s)")
 
 QUESTION_WORDS = frozenset(
@@ -85,29 +113,229 @@ QUESTION_WORDS = frozenset(
         "neither",
     ]
 )
-STOPWORDS = frozenset(STOPWORDS_EN) | QUESTION_WORDS
+INDEX_STOPWORDS = frozenset(STOPWORDS_EN)
+"""English stop words the BM25 index drops (bm25s' list)."""
+STOPWORDS = INDEX_STOPWORDS | QUESTION_WORDS
+"""What :func:`terms` drops: the index's stop words plus question words."""
+
+# Han (with radicals, 々 〇 and the ideographic extensions), Hiragana, Katakana (with ー and
+# the phonetic extensions), Hangul syllables and jamo.
+_CJK = (
+    "\u1100-\u11ff\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3031-\u3035\u3038-\u303c"
+    "\u3041-\u3096\u3099-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3131-\u318e\u31f0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003ffff"
+)
+# Pictographs (misc technical, misc symbols, dingbats, arrows-and-stars, the emoji planes
+# except regional indicators, which pair into flags) and the marks that modify them.
+_EMOJI_BASE = (
+    "\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff\u3030\u303d\u3297\u3299"
+    "\U0001f000-\U0001f1e5\U0001f200-\U0001faff"
+)
+_EMOJI_MOD = "\ufe0e\ufe0f\u20e3\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f"
+_EMOJI = (
+    f"[\U0001f1e6-\U0001f1ff]{{2}}"
+    f"|[{_EMOJI_BASE}][{_EMOJI_MOD}]*(?:\u200d[{_EMOJI_BASE}][{_EMOJI_MOD}]*)*"
+)
+_EMOJI_NOISE = re.compile("[\ufe0e\ufe0f\U0001f3fb-\U0001f3ff]")
+_SPELL = str.maketrans(
+    {
+        "ø": "o",
+        "æ": "ae",
+        "œ": "oe",
+        "ł": "l",
+        "đ": "d",
+        "ð": "d",
+        "þ": "th",
+        "ı": "i",
+        "ħ": "h",
+        "ŧ": "t",
+        "ŀ": "l",
+        "ĸ": "k",
+        "ſ": "s",
+        "\u200c": "",  # zero-width (non-)joiners inside Persian and Indic words
+        "\u200d": "",
+        "\u0640": "",  # Arabic tatweel (elongation)
+    }
+)
+_STEM_CACHE_MAX = 500_000
+_stem_lock = threading.Lock()
+_stem_cache: dict[str, str] = {}
+_stemmer_box: list[Stemmer.Stemmer] = []
 
 
 @lru_cache(maxsize=1)
-def _stemmer():  # type: ignore[no-untyped-def]
-    import Stemmer
+def _marks() -> str:
+    """A character class body of every combining mark (Unicode category M) of the BMP.
 
-    return Stemmer.Stemmer("english")
+    Python's ``\\w`` leaves them out, which would cut "हिन्दी" into letters. BMP only: a
+    class of BMP characters compiles to a bitmap, twice as fast to match as range lists.
+    """
+    ranges: list[str] = []
+    start = -1
+    for cp in range(0x10001):
+        mark = cp < 0x10000 and unicodedata.category(chr(cp))[0] == "M"
+        if mark and start < 0:
+            start = cp
+        elif not mark and start >= 0:
+            ranges.append(f"{re.escape(chr(start))}-{re.escape(chr(cp - 1))}")
+            start = -1
+    return "".join(ranges) + "\u200c\u200d"
+
+
+@lru_cache(maxsize=2)
+def _pattern(keep_inner: bool) -> re.Pattern[str]:
+    """Words (``\\w`` runs that may go on with combining marks; with ``keep_inner`` joined
+    at inner ' _ -) as group 1, emoji as group 2. CJK runs are inside words: see
+    :data:`_CJK_PARTS`. Written as runs of ``\\w``, not per-character alternations: fast."""
+    word = f"\\w+(?:[{_marks()}]+\\w*)*"
+    if keep_inner:
+        word = f"{word}(?:['_-]+{word})*"
+    return re.compile(f"({word})|({_EMOJI})")
+
+
+_HAS_CJK = re.compile(f"[{_CJK}]")
+_CJK_PARTS = re.compile(f"([{_CJK}]+)|([^{_CJK}]+)")
+"""Splits a word holding CJK characters into CJK runs (group 1) and the rest (group 2)."""
+
+
+def _folds_marks(cp: int) -> bool:
+    """Whether combining marks on this base letter are accents (Latin, Greek, Cyrillic,
+    Hebrew, Arabic): dropped when folding."""
+    return (
+        cp < 0x0530
+        or 0x0590 <= cp < 0x0700
+        or 0x0750 <= cp < 0x0780
+        or 0x08A0 <= cp < 0x0900
+        or 0x1E00 <= cp < 0x2000
+    )
 
 
 @lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
-    return _stemmer().stemWord(word)
+def fold(word: str) -> str:
+    """``word`` (case-folded) without accents: "brödel" → "brodel", "ﬁancé" → "fiance"."""
+    word = word.translate(_SPELL)
+    if word.isascii():
+        return word
+    kept: list[str] = []
+    base = 0
+    for ch in unicodedata.normalize("NFKD", word):
+        if unicodedata.category(ch)[0] == "M":
+            if _folds_marks(base):
+                continue
+        else:
+            base = ord(ch)
+        kept.append(ch)
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
+def _stems(words: list[str]) -> list[str]:
+    """Snowball English stems of ASCII words, through a shared cache (thread-safe)."""
+    if not words:
+        return []
+    with _stem_lock:  # guards the cache and the stemmer (PyStemmer is not thread-safe)
+        if not _stemmer_box:
+            _stemmer_box.append(Stemmer.Stemmer("english"))
+        cache = _stem_cache
+        missing = [w for w in set(words) if w not in cache]
+        if missing:
+            if len(cache) + len(missing) > _STEM_CACHE_MAX:
+                cache.clear()
+            cache.update(zip(missing, _stemmer_box[0].stemWords(missing), strict=True))
+        return [cache[w] for w in words]
+
+
+def _cjk_grams(run: str) -> Iterable[str]:
+    if len(run) == 1:
+        return (run,)
+    return (run[i : i + 2] for i in range(len(run) - 1))
+
+
+def analyze(
+    text: str,
+    *,
+    stopwords: frozenset[str] = INDEX_STOPWORDS,
+    keep_inner: bool = False,
+    min_len: int = 1,
+) -> list[str]:
+    """The terms of ``text``, in order (duplicates kept), by the rules of the module docstring.
+
+    Args:
+        text: any text.
+        stopwords: (folded, lower-case) words to drop before stemming.
+        keep_inner: keep ``'``, ``_`` and ``-`` inside words ("self-defence" is one word;
+            what :func:`terms` does) instead of splitting there (what the index does).
+        min_len: shortest word kept, in characters (CJK and emoji tokens are always kept).
+
+    Returns:
+        Stemmed English words, other words folded, CJK bigrams and emoji, in text order.
+    """
+    if text.isascii():  # the fast path; the same terms as the general one below
+        if keep_inner:
+            raw = [w.lower().strip("'-_") for w in _WORD.findall(text)]
+        else:
+            raw = _ASCII_TOKEN.findall(text.lower())
+        return _stems([w for w in raw if w and len(w) >= min_len and w not in stopwords])
+    out: list[str] = []
+    at: list[int] = []
+    english: list[str] = []
+    text = unicodedata.normalize("NFKC", text).casefold()
+    for token, emoji in _pattern(keep_inner).findall(text):
+        if emoji:
+            out.append(_EMOJI_NOISE.sub("", emoji) or emoji)
+            continue
+        if token.isascii():  # most words of most texts
+            w = token.strip("'-_") if keep_inner else token
+            if w and len(w) >= min_len and w not in stopwords:
+                at.append(len(out))
+                english.append(w)
+                out.append(w)
+            continue
+        parts = _CJK_PARTS.findall(token) if _HAS_CJK.search(token) else (("", token),)
+        for cjk, word in parts:
+            if cjk:
+                out.extend(_cjk_grams(cjk))
+                continue
+            w = word.strip("'-_") if keep_inner else word
+            if not w.isascii():
+                w = fold(w)
+            if not w or len(w) < min_len or w in stopwords:
+                continue
+            if w.isascii():
+                at.append(len(out))
+                english.append(w)
+            out.append(w)
+    for i, stem in zip(at, _stems(english), strict=True):
+        out[i] = stem
+    return out
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased word tokens of ``text`` (letters, digits, inner ' _ -)."""
-    return [w.lower().strip("'-_") for w in _WORD.findall(text)]
+    """Lower-cased word tokens of ``text`` as written (letters and digits of any script,
+    inner ' _ -; a CJK run is one word); not folded, not stemmed."""
+    if text.isascii():
+        return [w.lower().strip("'-_") for w in _WORD.findall(text)]
+    found = _pattern(True).findall(unicodedata.normalize("NFKC", text).casefold())
+    return [w for w in (w.strip("'-_") for w, _ in found) if w]
 
 
 def terms(text: str) -> list[str]:
-    """Stemmed content terms of ``text``, in order, stop words and question words removed."""
-    return [_stem(w) for w in words(text) if w and w not in STOPWORDS and len(w) > 1]
+    """Content terms of ``text``, in order: :func:`analyze` with inner ' _ - kept, stop words
+    and question words removed, words of one character dropped."""
+    return analyze(text, stopwords=STOPWORDS, keep_inner=True, min_len=2)
+
+
+def latin_share(text: str) -> float | None:
+    """Share of the letters of ``text`` that are Latin script, or ``None`` without letters.
+
+    For models that read only English (all-MiniLM-L6-v2): a text with few Latin letters is
+    one they cannot embed meaningfully.
+    """
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return None
+    latin = sum(1 for ch in letters if ch.isascii() or unicodedata.name(ch, "").startswith("LATIN"))
+    return latin / len(letters)
 
 
 MIN_QUERY_TERMS = 2

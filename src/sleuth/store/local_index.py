@@ -2,7 +2,9 @@
 
 BM25 is computed by the bm25s library (``bm25s.BM25``, ``method="lucene"``, k1 = 1.5,
 b = 0.75: Okapi BM25 as in Lucene, Kamphuis et al., ECIR 2020) over ``Chunk.index_text()``
-tokenised by :func:`tokenize` (bm25s' English stopwords, PyStemmer's English stemmer).
+tokenised by :func:`tokenize`, the shared analyzer :func:`sleuth.retrieval.text.analyze`
+(Unicode words with accents folded, CJK character bigrams, emoji, and for English words
+bm25s' stopwords and PyStemmer's English stemmer).
 Term counts are computed once per chunk, when it is added, and persisted; bm25s has no
 incremental updates, so its index is rebuilt from those counts (token ids, no re-tokenising)
 on the first BM25 search after a change: ~1 s for 20k chunks of ~120 words.
@@ -16,7 +18,7 @@ Hybrid search fuses the two rankings with Reciprocal Rank Fusion
 
 On-disk layout under ``directory`` (format version 1)::
 
-    meta.json              {"format", "format_version", "dim", "generation"}
+    meta.json              {"format", "format_version", "dim", "generation", "analyzer"}
     chunks-<gen>.jsonl     snapshot: one Chunk as JSON per line, in row order
     vectors-<gen>.npy      snapshot: float32 (n, dim), row i belongs to line i
     terms-<gen>.npz        snapshot: ids, doc ids and BM25 term counts of each row
@@ -30,6 +32,12 @@ fsync + ``os.replace``) and committed by atomically replacing ``meta.json``. A t
 journal line (crash during a write) is ignored, and truncated by the next writer. Several
 processes may open one directory: writers take an exclusive ``flock``, and every call
 first catches up with changes another process made (two ``stat`` calls when none).
+
+``analyzer`` in ``meta.json`` is the :data:`~sleuth.retrieval.text.ANALYZER_VERSION` the
+snapshot's term counts were made with (missing: 1, the ASCII-only analyzer of earlier
+versions). An index made with another version has its BM25 term counts rebuilt from the
+stored chunk texts when it is opened (nothing is re-embedded; about as long as re-tokenising
+at ingest), and the result is saved as a new generation.
 """
 
 from __future__ import annotations
@@ -49,11 +57,10 @@ from typing import Any, Literal
 
 import bm25s
 import numpy as np
-import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
 from bm25s.tokenization import Tokenized
 
 from sleuth.errors import ConfigError, EmbeddingModelMismatch, SleuthError
+from sleuth.retrieval.text import ANALYZER_VERSION, analyze
 from sleuth.store.index import rrf_fuse
 from sleuth.types import Chunk, Hit, Retriever
 
@@ -74,35 +81,20 @@ _MIN_COMPACT_BYTES = 4 * 1024 * 1024
 _FILE_RE = re.compile(r"^(chunks|vectors|terms|journal)-(\d{8})\.(jsonl|npy|npz)(\.tmp)?$")
 _EXT = {"chunks": "jsonl", "vectors": "npy", "terms": "npz", "journal": "jsonl"}
 _TERMS_ARRAYS = ("lens", "terms", "tfs", "doclen", "ids", "vocab")
-_TOKEN_RE = re.compile(r"\w+")
-_STOPWORDS = frozenset(STOPWORDS_EN)
-_STEM_CACHE_MAX = 500_000
-_stem_lock = threading.Lock()
-_stemmer = Stemmer.Stemmer("english")
-_stem_cache: dict[str, str] = {}
 AnnKind = Literal["exact", "hnsw"]
 
 
 def tokenize(text: str) -> list[str]:
-    """The BM25 analyzer of :class:`LocalIndex`.
+    """The BM25 analyzer of :class:`LocalIndex`: :func:`sleuth.retrieval.text.analyze`.
 
-    Lowercases, splits on ``\\w+``, drops English stopwords (bm25s' list) and stems with
-    the Snowball English stemmer (PyStemmer). Thread-safe.
+    Words of any script, split at ``'``, ``_`` and ``-`` and accent-folded; CJK runs as
+    character bigrams; emoji one token each; English words without bm25s' stopwords and
+    stemmed with the Snowball English stemmer (PyStemmer). Thread-safe.
 
     Returns:
         The terms, in text order (duplicates kept: they count as term frequency).
     """
-    words = [w for w in _TOKEN_RE.findall(text.lower()) if w not in _STOPWORDS]
-    if not words:
-        return []
-    with _stem_lock:  # guards the cache and the stemmer (PyStemmer is not thread-safe)
-        cache = _stem_cache
-        missing = [w for w in set(words) if w not in cache]
-        if missing:
-            if len(cache) + len(missing) > _STEM_CACHE_MAX:
-                cache.clear()
-            cache.update(zip(missing, _stemmer.stemWords(missing), strict=True))
-        return [cache[w] for w in words]
+    return analyze(text)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -218,6 +210,8 @@ class LocalIndex:
                 if not (self.directory / _META).exists():
                     self._write_snapshot(1)
                 self._reload()
+                if self._stale_analyzer:  # save the rebuilt terms (journal folded in)
+                    self._write_snapshot(self._gen + 1)
                 self._truncate_torn_tail()
                 self._remove_stale_files()
         except BaseException:
@@ -431,6 +425,7 @@ class LocalIndex:
         self._bm25_dirty = True
         self._hnsw: Any = None  # faiss HNSW graph over rows 0.._hnsw_rows-1 (ann="hnsw")
         self._hnsw_rows = 0
+        self._stale_analyzer = False  # the loaded snapshot's terms were re-counted
 
     def _chunk(self, row: int) -> Chunk:
         chunk = self._parsed[row]
@@ -715,7 +710,8 @@ class LocalIndex:
     def _reload(self) -> None:
         """Load meta, snapshot and journal from disk (caller holds a file lock)."""
         meta_sig = _stat_sig(self.directory / _META)
-        gen = int(self._read_meta()["generation"])
+        meta = self._read_meta()
+        gen = int(meta["generation"])
         paths = [self._path(kind, gen) for kind in ("chunks", "vectors", "terms")]
         try:
             lines = paths[0].read_text(encoding="utf-8").splitlines()
@@ -752,7 +748,28 @@ class LocalIndex:
         self._codes[:n] = [self._doc_code(d) for d in doc_ids]
         self._n = n
         self._bm25_dirty = True
+        analyzer = meta.get("analyzer", 1)
+        self._stale_analyzer = analyzer != ANALYZER_VERSION
+        if self._stale_analyzer:
+            self._retokenize(analyzer)
         self._replay_journal()
+
+    def _retokenize(self, analyzer: object) -> None:
+        """Recount every row's BM25 terms from its stored chunk text with :func:`tokenize`
+        (the snapshot was made by another analyzer version)."""
+        logger.warning(
+            "%s: the index was built with analyzer version %s; rebuilding its BM25 terms "
+            "with version %s from the %d stored chunks",
+            self.directory,
+            analyzer,
+            ANALYZER_VERSION,
+            self._n,
+        )
+        self._vocab = {}
+        for row in range(self._n):
+            text = Chunk.model_validate_json(self._lines[row]).index_text()
+            self._terms[row], self._tfs[row], length = self._term_counts(text)
+            self._doclen[row] = length
 
     def _replay_journal(self) -> None:
         """Apply complete journal lines past ``_journal_offset``; stop at a torn one."""
@@ -859,7 +876,12 @@ class LocalIndex:
         size += _write_atomic(self._path("vectors", gen), lambda f: np.save(f, self._vecs[:n]))
         size += _write_atomic(self._path("terms", gen), lambda f: np.savez(f, **terms))
         _write_atomic(self._path("journal", gen), lambda f: None)
-        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "dim": self.dim}
+        meta = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "dim": self.dim,
+            "analyzer": ANALYZER_VERSION,
+        }
         _write_atomic(
             self.directory / _META,
             lambda f: f.write(json.dumps({**meta, "generation": gen}).encode("utf-8")),

@@ -20,6 +20,17 @@ with ``RRFRanker(60)`` (Cormack et al., SIGIR 2009), the same fusion as
 (milvus-lite 3 keeps a directory there). Milvus Lite runs inside this process and only one
 process may use a path at a time; the last open index on a path stops its server when
 closed. Lite's analyzer ignores the stemmer filter (no stemming); a server stems English.
+
+Lexical analysis differs from LocalIndex's (:func:`sleuth.retrieval.text.analyze`): Milvus
+analyses ``text`` server-side with :data:`ANALYZER_PARAMS` (the ``standard`` tokenizer,
+lowercase, English stopwords, English stemmer), which neither folds accents ("Aschenbrodel"
+does not find "Aschenbrödel") nor cuts CJK text into bigrams (the ``standard`` tokenizer
+splits Han and kana into single characters or long runs) nor indexes emoji. Milvus has no
+CJK-bigram filter, so its analysis cannot be made identical by configuration; the cheap way
+to make both backends agree would be to send the text pre-analysed (``" ".join(tokenize(
+text))``) to a ``whitespace`` analyzer, which changes the schema and needs existing
+collections re-ingested: not done yet. :func:`_has_terms` uses LocalIndex's analyzer, so a
+query of only CJK or emoji is sent to Milvus (which may find nothing for it).
 """
 
 from __future__ import annotations

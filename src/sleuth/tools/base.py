@@ -56,6 +56,9 @@ class RunContext:
     read: set[str] = field(default_factory=set)
     followed: set[str] = field(default_factory=set)
     searches: list[str] = field(default_factory=list)
+    withheld: dict[str, str] = field(default_factory=dict)
+    """Evidence sentences kept out of extractive answers (prompt injection, secrets: see
+    :mod:`sleuth.agents.safety`) → why; reported in the trace by the citation check."""
     usage: dict[str, int] = field(default_factory=dict)
     usage_by_stage: dict[str, dict[str, int]] = field(default_factory=dict)
     stage: str = ""
