@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from langchain_core.messages import AIMessage
+
 from sleuth.agents.state import RunStatus
 from sleuth.app import Sleuth
 from sleuth.retrieval.mentions import TitleMentions, name_words
+from sleuth.llm.testing import ScriptedChatModel
 from sleuth.types import Chunk, Document, Section
 from tests.helpers import make_app
 from tests.unit.test_guided import run_guided
@@ -122,3 +125,39 @@ def test_both_modes_reach_the_bridge_section(tmp_path) -> None:
         "Big_Stone_Gap_film",
         "Adriana_Trigiani",
     }
+
+
+DISTRACTORS = {
+    "Wise_County_Virginia": (
+        "Wise County, Virginia",
+        "Wise County holds the town of Big Stone Gap, whose romantic mountains gave a "
+        "comedy its setting.",
+    ),
+    "Romantic_comedy": (
+        "Romantic comedy",
+        "A romantic comedy is a film genre; many a romantic comedy is set in a New York city.",
+    ),
+    "Comedy_film": (
+        "Comedy film",
+        "A comedy film is a genre of film in which the main emphasis is on humour.",
+    ),
+}
+
+
+def test_the_generator_reads_the_bridge_right_after_the_section_that_names_it(
+    tmp_path, monkeypatch
+) -> None:
+    # the bridge (the director's own section) shares few words with the question, so it
+    # ranks below every distractor; the generator reads the top sections only, so it must
+    # come right after the section that names it
+    monkeypatch.setitem(globals(), "SECTIONS", {**SECTIONS, **DISTRACTORS})
+    app = _corpus_app(tmp_path)
+    model = ScriptedChatModel(
+        [AIMessage("Answer: Greenwich Village\nExplanation: She is based in Greenwich Village [2].")]
+    )
+    result, _, _ = run_guided(app, BRIDGE, model, llm_agents="auto")
+    prompt = str(model.calls[-1][-1].content)
+    blocks = [line for line in prompt.splitlines() if line.startswith("[")]
+    assert "Big_Stone_Gap_film" in blocks[0]
+    assert "Adriana_Trigiani" in blocks[1]
+    assert result.answer.answer_text  # the run ends with an answer
