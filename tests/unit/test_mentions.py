@@ -6,8 +6,8 @@ from langchain_core.messages import AIMessage
 
 from sleuth.agents.state import RunStatus
 from sleuth.app import Sleuth
-from sleuth.retrieval.mentions import TitleMentions, name_words
 from sleuth.llm.testing import ScriptedChatModel
+from sleuth.retrieval.mentions import TitleMentions, name_words
 from sleuth.types import Chunk, Document, Section
 from tests.helpers import make_app
 from tests.unit.test_guided import run_guided
@@ -153,7 +153,11 @@ def test_the_generator_reads_the_bridge_right_after_the_section_that_names_it(
     monkeypatch.setitem(globals(), "SECTIONS", {**SECTIONS, **DISTRACTORS})
     app = _corpus_app(tmp_path)
     model = ScriptedChatModel(
-        [AIMessage("Answer: Greenwich Village\nExplanation: She is based in Greenwich Village [2].")]
+        [
+            AIMessage(
+                "Answer: Greenwich Village\nExplanation: She is based in Greenwich Village [2]."
+            )
+        ]
     )
     result, _, _ = run_guided(app, BRIDGE, model, llm_agents="auto")
     prompt = str(model.calls[-1][-1].content)
