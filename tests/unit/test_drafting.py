@@ -42,3 +42,41 @@ def test_a_long_answer_line_is_a_sentence_not_a_short_answer() -> None:
     draft = draft_from_text(f"Answer: {long}\nExplanation: See section 103 [1].")
     assert draft is not None and not draft.short_answer
     assert draft.answer_text.startswith("Murder is punished")
+
+
+@pytest.mark.parametrize(
+    ("reply", "short", "text", "citations"),
+    [
+        # the guided generator's form: facts first, then the answer
+        (
+            "Facts: Kuklinski worked with the DeCavalcante family [1].\n"
+            "Answer: DeCavalcante crime family",
+            "DeCavalcante crime family",
+            "Kuklinski worked with the DeCavalcante family [1].",
+            ["1"],
+        ),
+        ("Facts: [1], [2]\nAnswer: Sandra Oh", "Sandra Oh", "[1], [2]", ["1", "2"]),
+        # echoed headers keep only the number of the evidence they name
+        (
+            "Facts: [1] Funchal · corpus > Funchal\n[2] Lisbon · corpus > Lisbon\n\nAnswer: Lisbon",
+            "Lisbon",
+            "[1]\n[2]",
+            ["1", "2"],
+        ),
+    ],
+)
+def test_facts_first_replies_are_read(
+    reply: str, short: str, text: str, citations: list[str]
+) -> None:
+    draft = draft_from_text(reply)
+    assert draft is not None and not draft.is_insufficient_context
+    assert (draft.short_answer, draft.answer_text, draft.citations) == (short, text, citations)
+
+
+def test_a_facts_first_decline_says_what_is_missing() -> None:
+    draft = draft_from_text("Facts: none\nAnswer: Insufficient context")
+    assert draft is not None and draft.is_insufficient_context
+    assert draft.answer_text == "Insufficient context: the evidence does not answer the question."
+    draft = draft_from_text("Facts: no year of founding is given\nAnswer: Insufficient context")
+    assert draft is not None
+    assert draft.answer_text == "Insufficient context: no year of founding is given"

@@ -165,3 +165,17 @@ def test_the_generator_reads_the_bridge_right_after_the_section_that_names_it(
     assert "Big_Stone_Gap_film" in blocks[0]
     assert "Adriana_Trigiani" in blocks[1]
     assert result.answer.answer_text  # the run ends with an answer
+
+
+def test_a_short_answer_backed_by_numbers_only_is_explained_from_the_cited_evidence(
+    tmp_path,
+) -> None:
+    app = _corpus_app(tmp_path)
+    # the model names the evidence by number only, and the wrong one: the sentence that
+    # holds the answer is quoted from the section that does, with its own marker
+    model = ScriptedChatModel([AIMessage("Facts: [1]\nAnswer: Greenwich Village")])
+    result, _, _ = run_guided(app, BRIDGE, model, llm_agents="auto")
+    answer = result.answer
+    assert answer.short_answer == "Greenwich Village"
+    assert "based in Greenwich Village, New York City [Adriana_Trigiani]" in answer.answer_text
+    assert "Adriana_Trigiani" in [c.source_id for c in answer.citations]

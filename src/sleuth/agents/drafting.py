@@ -39,11 +39,36 @@ def _trail(text: str) -> str:
     return _LEADING_MARKER.sub(lambda m: f"{m.group(1)}{m.group(3)} {m.group(2)}{m.group(4)}", text)
 
 
+_FACTS_LINE = re.compile(r"^\s*(?:\*\*)?(?:facts?|evidence used)(?:\*\*)?\s*:\s*(.*)$", re.I)
+_NUMBER_MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
+def _facts_first(lines: list[str]) -> list[str] | None:
+    """The ``Facts: … / Answer: …`` form (the guided generator's): the lines reordered as
+    ``Answer: …`` then the facts, so that :func:`_labelled` reads both. A facts line that only
+    lists evidence numbers (``Facts: [1], [3]``) stays a list of markers."""
+    if not lines or _FACTS_LINE.match(lines[0]) is None:
+        return None
+    at = next((i for i, line in enumerate(lines) if _SHORT_LINE.match(line)), None)
+    if at is None:
+        return None
+    facts = [_FACTS_LINE.sub(r"\1", lines[0]), *lines[1:at], *lines[at + 1 :]]
+    kept: list[str] = []
+    for line in facts:
+        if _ECHO.match(line):  # an echoed header still names the evidence it used
+            kept.extend(f"[{n}]" for n in _NUMBER_MARKER.findall(line)[:1])
+        elif line.strip():
+            kept.append(line)
+    return [lines[at], *kept]
+
+
 def _labelled(text: str) -> AnswerDraft | None:
-    """The ``Answer: … / Explanation: …`` form the answer prompts ask for, if used."""
+    """The ``Answer: … / Explanation: …`` form the answer prompts ask for, if used (also
+    written facts first, see :func:`_facts_first`)."""
     lines = text.strip().splitlines()
     if not lines:
         return None
+    lines = _facts_first(lines) or lines
     first = _SHORT_LINE.match(lines[0])
     if first is None:
         return None
@@ -60,6 +85,8 @@ def _labelled(text: str) -> AnswerDraft | None:
         "not stated",
     )
     if declined:
+        if explanation.lower().strip(" .") in ("none", "n/a", "-", "nothing"):
+            explanation = "the evidence does not answer the question."
         why = explanation or plain_short
         if not why.lower().startswith("insufficient"):
             why = f"Insufficient context: {why}"

@@ -729,7 +729,65 @@ def generate_draft(
         )
     if usage is not None and getattr(reply, "usage_metadata", None):
         usage(dict(reply.usage_metadata))
-    return read_answer_reply(reply, fallback)
+    result = read_answer_reply(reply, fallback)
+    draft = result.value
+    if (
+        result.path == "llm"
+        and draft.short_answer
+        and not draft.is_insufficient_context
+        and _ONLY_MARKERS.match(draft.answer_text)
+    ):
+        explanation = explain_from_evidence(question, draft.short_answer, draft.citations, evidence)
+        result.value = draft.model_copy(
+            update={"answer_text": explanation or draft.answer_text, "citations": []}
+        )
+    return result
+
+
+EXPLANATION_SENTENCES = 2
+"""Evidence sentences quoted under a short answer the model gave with evidence numbers only."""
+
+
+def explain_from_evidence(
+    question: str, short: str, cited: Sequence[str], evidence: Sequence[EvidenceSection]
+) -> str:
+    """The cited explanation of a short answer the model backed with evidence numbers only
+    (``Facts: [1], [3]`` / ``Answer: Sandra Oh``): from each cited section, the sentence that
+    holds the most of the answer's terms, then of the question's, with its marker; at most
+    :data:`EXPLANATION_SENTENCES`. When no cited section holds the answer's terms, the other
+    sections are searched too (a small model often cites the wrong number). ``""`` when no
+    sentence shares a term with the answer or the question.
+    """
+    by_ref = {str(e.number): e for e in evidence if e.number is not None}
+    by_ref.update({e.source_id: e for e in evidence})
+    chosen = list(dict.fromkeys(by_ref[c] for c in cited if c in by_ref))
+    wanted, asked = set(terms(short)), set(terms(question))
+
+    def holds_answer(e: EvidenceSection) -> bool:
+        return bool(wanted) and wanted <= set(terms(f"{e.title} {e.text}"))
+
+    if wanted and not any(holds_answer(e) for e in chosen):
+        chosen = [e for e in evidence if holds_answer(e)][:1] + chosen
+    picked: list[tuple[int, int, str, EvidenceSection]] = []
+    for e in chosen:
+        scored = [
+            (3 * len(wanted & found) + len(asked & found), -i, sent)
+            for i, sent in enumerate(sentences(e.text))
+            if (found := set(terms(sent)))
+        ]
+        if scored:
+            score, position, sent = max(scored)
+            if score > 0:
+                picked.append((score, position, sent, e))
+    picked.sort(key=lambda p: -p[0])
+    out = []
+    for _, _, sent, e in picked[:EXPLANATION_SENTENCES]:
+        ref = e.number if e.number is not None else e.source_id
+        out.append(f"{sent.rstrip().rstrip('.')} [{ref}].")
+    return " ".join(out)
+
+
+_ONLY_MARKERS = re.compile(r"^[\s,;.]*(?:\[[^\]]+\][\s,;.]*)*$")
 
 
 def read_answer_reply(
