@@ -218,6 +218,8 @@ def test_a_model_run_reports_short_answers_tokens_and_cost(tmp_path: Path) -> No
     script = [
         with_usage(tool_call("rag_search", {"query": "punishment for murder"})),
         with_usage(final("Death or imprisonment for life [BNS_S103].")),
+        # the final answer written again from the best sections (synthesis)
+        with_usage(AIMessage("Death or imprisonment for life [BNS_S103].")),
     ]
     model = ScriptedChatModel(script * 2)
     app = make_app(tmp_path, reasoner=LLMReasoner(model, name="scripted"))
@@ -226,10 +228,10 @@ def test_a_model_run_reports_short_answers_tokens_and_cost(tmp_path: Path) -> No
     first = run.records[0]
     assert first["cited"] == ["BNS_S103"]
     assert first["exact_match"] == 1.0 and first["f1"] == 1.0  # the marker is not compared
-    assert first["tokens"] == {"input_tokens": 600, "output_tokens": 40, "total_tokens": 640}
+    assert first["tokens"] == {"input_tokens": 900, "output_tokens": 60, "total_tokens": 960}
     tokens = run.summary["tokens"]
-    assert tokens["reported"] and tokens["total"]["total_tokens"] == 1280
-    assert tokens["cost_usd"] == pytest.approx(2 * (600 * 2.0 + 40 * 10.0) / 1e6)
+    assert tokens["reported"] and tokens["total"]["total_tokens"] == 1920
+    assert tokens["cost_usd"] == pytest.approx(2 * (900 * 2.0 + 60 * 10.0) / 1e6)
     assert run.summary["reasoner"] == "scripted"
     app.close()
 

@@ -238,8 +238,11 @@ def test_reflection_revises_an_incomplete_answer_once(tmp_path) -> None:
         [
             tool_call("rag_search", {"query": "punishment for murder", "top_k": 2}),
             _final("Whoever commits murder shall be punished with death [BNS_S103]."),
+            # each final answer is written again from the best sections (synthesis)
+            AIMessage("Whoever commits murder shall be punished with death [BNS_S103]."),
             tool_call("rag_search", {"query": "theft", "top_k": 2}),
-            _final(
+            _final("Murder is punished with death [BNS_S103]."),
+            AIMessage(
                 "Whoever commits murder shall be punished with death [BNS_S103]. Whoever "
                 "intending to take dishonestly any movable property commits theft [BNS_S303]."
             ),
@@ -252,7 +255,7 @@ def test_reflection_revises_an_incomplete_answer_once(tmp_path) -> None:
     assert reflections[0]["revision_query"] == "theft"
     assert response.trace["planner_path"].count("reflect") == 1  # no second critique
     # the model got the critique as the answer to its final_answer call
-    critique_turn = model.calls[2][-1]
+    critique_turn = model.calls[3][-1]
     assert "Critique of the draft" in str(critique_turn.content)
     assert [c.source_id for c in response.answer.citations] == ["BNS_S103", "BNS_S303"]
     assert response.status == "completed" and model.remaining == 0

@@ -384,6 +384,28 @@ def test_a_short_answer_written_as_a_source_id_reads_as_its_title(tmp_path):
     assert "BNS_S103." not in response.answer.answer_text
 
 
+def test_the_final_answer_is_written_from_the_best_sections_found(tmp_path):
+    # the loop's own answer (a wrong decline) is not the last word: the model writes the
+    # answer again from the ranked evidence, numbered as in the run
+    model = ScriptedChatModel(
+        [
+            tool_call("rag_search", {"query": "punishment for murder"}),
+            tool_call("rag_search", {"query": "murder sentence"}),
+            final("Insufficient context: the results do not say."),
+            AIMessage("Facts: [1]\nAnswer: Death or imprisonment for life"),
+        ]
+    )
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    response = service.execute_agentic_search("What is the punishment for murder?", "test")
+    prompt = model.calls[-1]
+    assert "Evidence:\n[1] BNS_S103" in str(prompt[-1].content)
+    assert response.status == "completed"
+    assert response.answer.short_answer == "Death or imprisonment for life"
+    assert "shall be punished with death or imprisonment for life" in response.answer.answer_text
+    assert [c.source_id for c in response.answer.citations] == ["BNS_S103"]
+    assert response.trace["answer_source"] == "model"
+
+
 def test_json_answer_text_never_reaches_the_user(tmp_path):
     model = ScriptedChatModel(
         [

@@ -10,6 +10,8 @@ context. After a critique that asks for a revision it runs the critique's search
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.guided.agents import split_question
 from sleuth.agents.reasoner import Decision
@@ -75,6 +77,38 @@ def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
         scored.append((sid, full, full + 0.5 * title + named - 0.02 * order))
     scored.sort(key=lambda item: -item[2])
     return [(sid, full) for sid, full, _ in scored]
+
+
+BRIDGED = 2
+"""Top sections whose best linked section comes right after them in a generator's evidence."""
+
+
+def linked_sections(source_id: str, ctx: RunContext) -> set[str]:
+    """The retrieved sections that ``source_id`` cites or names by title."""
+    return {
+        r.target_id
+        for c in ctx.retrieved.get(source_id, [])
+        for r in c.references
+        if r.target_id and r.target_id != source_id and r.target_id in ctx.retrieved
+    }
+
+
+def with_bridges(
+    top: Sequence[str], ranked: Sequence[str], ctx: RunContext, bridged: int = BRIDGED
+) -> list[str]:
+    """``top`` with each of its first ``bridged`` sections followed by the best-``ranked``
+    retrieved section it links to: the bridge of a multi-hop question shares few words with
+    the question, so it ranks low on its own, and a generator reads the first few only."""
+    out: list[str] = []
+    for index, sid in enumerate(top):
+        if sid not in out:
+            out.append(sid)
+        if index < bridged:
+            links = linked_sections(sid, ctx)
+            bridge = next((b for b in ranked if b in links and b not in out), None)
+            if bridge is not None:
+                out.append(bridge)
+    return out
 
 
 def _key_point(sentence: str, source_id: str, limit: int = 200) -> str:

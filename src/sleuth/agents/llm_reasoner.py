@@ -28,15 +28,19 @@ from pydantic import ValidationError
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.citations import clean_answer_text
 from sleuth.agents.drafting import draft_from_text
-from sleuth.agents.heuristic import compose_answer
+from sleuth.agents.guided.agents import EvidenceSection, generate_draft
+from sleuth.agents.heuristic import compose_answer, rank_sections, with_bridges
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
 from sleuth.llm.toolcalls import NormalizedReply, ToolCallNormalizer, content_parts
 from sleuth.prompts import load_prompt
+from sleuth.retrieval.search import join_parts
 from sleuth.tools.base import RunContext, ToolRegistry, json_parameters
 
 FINAL_TOOL = "final_answer"
 FIX_HINT = "Please fix your mistakes."
+SYNTHESIS_SECTIONS = 5
+"""Sections the final answer is written from (the guided generator reads as many)."""
 MIN_SEARCHES_BEFORE_DECLINE = 2
 """A model's "insufficient context" after fewer searches is sent back once: search again."""
 
@@ -86,7 +90,43 @@ class LLMReasoner:
             reply = AIMessage(content=str(getattr(reply, "content", reply)))
         ctx.add_usage(dict(reply.usage_metadata or {}))
         parsed = ToolCallNormalizer(specs).normalize(reply)
-        return self._decision(state, parsed, first=first, searches=len(ctx.searches))
+        decision = self._decision(state, parsed, first=first, searches=len(ctx.searches))
+        if decision.draft is not None and ctx.retrieved:
+            loop_draft = decision.draft
+            decision.draft = self.synthesize(state.original_query, ctx, lambda: loop_draft)
+            decision.thought += " (the answer is written from the best sections found)"
+        return decision
+
+    def synthesize(
+        self, question: str, ctx: RunContext, fallback: Callable[[], AnswerDraft]
+    ) -> AnswerDraft:
+        """The final answer, written by the model from the run's best evidence.
+
+        The loop's history is long (every observation) and a small model answers from it
+        poorly; once it decides to answer (or to decline), the sections it found are ranked
+        for the question (:func:`~sleuth.agents.heuristic.rank_sections`, each of the top
+        ones followed by the section it links to: :func:`~sleuth.agents.heuristic.with_bridges`)
+        and handed, numbered as in the run, to the guided generator's prompt
+        (:func:`~sleuth.agents.guided.agents.generate_draft`). ``fallback`` (the loop's own
+        answer) when the call fails or nothing was retrieved.
+        """
+        ranked = [sid for sid, _ in rank_sections(question, ctx)]
+        ids = list(dict.fromkeys([*with_bridges(ranked[:3], ranked, ctx), *ranked]))
+        evidence = [
+            EvidenceSection(
+                sid,
+                ctx.retrieved[sid][0].heading,
+                join_parts(ctx.retrieved[sid]),
+                ctx.numbers.get(sid),
+            )
+            for sid in ids[:SYNTHESIS_SECTIONS]
+        ]
+        if not evidence:
+            return fallback()
+        result = generate_draft(
+            question, evidence, self.model, fallback=fallback, usage=ctx.add_usage
+        )
+        return result.value
 
     def _decision(
         self, state: AgentState, parsed: NormalizedReply, first: bool, searches: int = 1
@@ -195,18 +235,10 @@ class LLMReasoner:
         return run
 
     def conclude(self, state: AgentState, ctx: RunContext, reason: RunStatus) -> AnswerDraft:
-        messages = [*self._prompt(state)]
-        if messages and isinstance(messages[-1], AIMessage) and messages[-1].tool_calls:
-            messages = messages[:-1]
-        messages.append(HumanMessage(load_prompt("react_final")))
-        try:
-            reply = self.model.invoke(messages)
-            ctx.add_usage(dict(getattr(reply, "usage_metadata", None) or {}))
-            text, _ = content_parts(reply.content, getattr(reply, "additional_kwargs", None))
-            draft = draft_from_text(text)
-        except Exception:
-            draft = None
-        return draft or compose_answer(state.original_query, ctx)
+        """The answer when the loop was stopped (iterations, timeout, repeats): written from
+        the evidence found so far (:meth:`synthesize`), else extractive."""
+        question = state.original_query
+        return self.synthesize(question, ctx, lambda: compose_answer(question, ctx))
 
 
 def _history_message(

@@ -84,7 +84,7 @@ from sleuth.agents.guided.agents import (
 )
 from sleuth.agents.guided.schemas import CragVerdict, IntentParse, Plan, Verdict
 from sleuth.agents.guided.structured import StructuredResult
-from sleuth.agents.heuristic import compose_answer, compose_parts, rank_sections
+from sleuth.agents.heuristic import compose_answer, compose_parts, rank_sections, with_bridges
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
@@ -110,9 +110,6 @@ READ_PER_TARGET = 2
 MAX_READS = 4
 MAX_FOLLOWS = 2
 MAX_GENERATION_SECTIONS = 8
-BRIDGED = 2
-"""Top sections per (sub-)question whose best linked section comes right after them in the
-generator's evidence."""
 PREVIEW_CHARS = 300
 
 
@@ -743,29 +740,14 @@ def _unfollowed_links(rt: _Run, index: int, target: str) -> list[str]:
     ][:MAX_FOLLOWS]
 
 
-def _bridges(rt: _Run, source_id: str, question: str) -> list[str]:
-    """Retrieved sections that ``source_id`` cites or names, best ranked for ``question``
-    first (the bridge of a multi-hop question: it shares few words with the question, so
-    it ranks low on its own)."""
-    linked = {
-        r.target_id
-        for c in rt.ctx.retrieved.get(source_id, [])
-        for r in c.references
-        if r.target_id and r.target_id != source_id and r.target_id in rt.ctx.retrieved
-    }
-    return [sid for sid in rt.ranked(question) if sid in linked]
-
-
 def _generation_evidence(rt: _Run, state: GuidedState) -> list[EvidenceSection]:
-    """Top sections per (sub-)question first, each of the first :data:`BRIDGED` followed by
-    the best retrieved section it links to; then the rest ranked for the whole question."""
+    """Top sections per (sub-)question first, each of the first two followed by the best
+    retrieved section it links to (:func:`~sleuth.agents.heuristic.with_bridges`); then the
+    rest ranked for the whole question."""
     order: list[str] = []
     for index, target in enumerate(state.targets):
         among = [*rt.target_sources.get(index, []), *rt.shared_sources]
-        for rank, sid in enumerate(rt.ranked(target, among)[:3]):
-            order.append(sid)
-            if rank < BRIDGED:
-                order.extend(b for b in _bridges(rt, sid, target)[:1] if b not in order)
+        order.extend(with_bridges(rt.ranked(target, among)[:3], rt.ranked(target), rt.ctx))
     order.extend(rt.ranked(state.question))
     ids = list(dict.fromkeys(order))[:MAX_GENERATION_SECTIONS]
     return [rt.section(sid) for sid in ids]
