@@ -165,6 +165,10 @@ def test_a_scripted_model_calls_mcp_tools_next_to_the_knowledge_base(tmp_path: P
     assert any("tool unavailable: slow/wait" in o for o in observations)
     assert response.status == RunStatus.COMPLETED
     assert "The sum asked for is 5." in response.answer.answer_text
+    # the answer rests on an MCP tool's observation: it keeps the loop's own wording (no
+    # second writing from the knowledge-base sections, which would not see the sum)
+    prompts = [str(call[-1].content) for call in model.calls]
+    assert not any(p.startswith("Evidence:") for p in prompts)
     assert response.trace["mcp"] == box.status()
     service.close()
     assert box.closed

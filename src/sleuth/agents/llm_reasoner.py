@@ -91,7 +91,7 @@ class LLMReasoner:
         ctx.add_usage(dict(reply.usage_metadata or {}))
         parsed = ToolCallNormalizer(specs).normalize(reply)
         decision = self._decision(state, parsed, first=first, searches=len(ctx.searches))
-        if decision.draft is not None and ctx.retrieved:
+        if decision.draft is not None and ctx.retrieved and _knowledge_base_only(state, tools):
             loop_draft = decision.draft
             decision.draft = self.synthesize(state.original_query, ctx, lambda: loop_draft)
             decision.thought += " (the answer is written from the best sections found)"
@@ -100,7 +100,8 @@ class LLMReasoner:
     def synthesize(
         self, question: str, ctx: RunContext, fallback: Callable[[], AnswerDraft]
     ) -> AnswerDraft:
-        """The final answer, written by the model from the run's best evidence.
+        """The final answer, written by the model from the run's best evidence (runs that
+        read only the knowledge base; see :data:`KNOWLEDGE_BASE_TOOLS`).
 
         The loop's history is long (every observation) and a small model answers from it
         poorly; once it decides to answer (or to decline), the sections it found are ranked
@@ -239,6 +240,22 @@ class LLMReasoner:
         the evidence found so far (:meth:`synthesize`), else extractive."""
         question = state.original_query
         return self.synthesize(question, ctx, lambda: compose_answer(question, ctx))
+
+
+KNOWLEDGE_BASE_TOOLS = frozenset(
+    {"rag_search", "read_section", "outline", "follow_references", "list_collections"}
+)
+"""Tools whose observations synthesis sees again as ranked sections (with the memory tool
+``recall_similar``, whose past runs point at sections)."""
+
+
+def _knowledge_base_only(state: AgentState, tools: ToolRegistry) -> bool:
+    """Whether every tool the loop ran read the knowledge base (or memory): an answer that
+    rests on another tool's observation (an MCP tool) keeps the loop's own wording, since
+    the synthesis from sections would not see it. Error observations (unknown tools, the
+    ignored premature answer) do not count."""
+    ran = {m.name for m in state.messages if isinstance(m, ToolMessage)} & set(tools.names)
+    return ran <= KNOWLEDGE_BASE_TOOLS | {"recall_similar"}
 
 
 def _history_message(
