@@ -50,10 +50,9 @@ DATASETS = ("hotpotqa", "musique", "statutes")
 def naive_records(app: Any, dataset: Any, collection: str, questions: list[Any]) -> list[dict]:
     """One search, one generation, the same checks: the same-run baseline."""
     from sleuth.agents.finish import finish_answer
-    from sleuth.agents.guided.agents import EvidenceSection, generate_draft
+    from sleuth.agents.guided.agents import evidence_section, generate_draft
     from sleuth.agents.heuristic import compose_answer
     from sleuth.agents.support import SupportChecker
-    from sleuth.retrieval.search import join_parts
     from sleuth.tools.base import RunContext
 
     model = app.agent.reasoner.model
@@ -67,12 +66,7 @@ def naive_records(app: Any, dataset: Any, collection: str, questions: list[Any])
             best.setdefault(hit.chunk.source_id, hit.chunk)
         top = list(best)[:5]
         ctx.track(c for sid in top for c in app.kb.section(collection, sid))
-        evidence = [
-            EvidenceSection(
-                sid, ctx.retrieved[sid][0].heading, join_parts(ctx.retrieved[sid]), ctx.numbers[sid]
-            )
-            for sid in top
-        ]
+        evidence = [evidence_section(sid, ctx) for sid in top]
         result = generate_draft(
             q.question,
             evidence,

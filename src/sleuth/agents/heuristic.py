@@ -131,10 +131,7 @@ def _linked_pair(
         return ()
     top = [sid for sid, cov in ranked[:LINKED_PAIR_AMONG] if cov > 0]
     held = {sid: q_terms & set(terms(_section_text(ctx.retrieved[sid]))) for sid in top}
-    links = {
-        sid: {r.target_id for c in ctx.retrieved[sid] for r in c.references if r.target_id}
-        for sid in top
-    }
+    links = {sid: linked_sections(sid, ctx) for sid in top}
     best: tuple[str, ...] = ()
     best_share = SUFFICIENT_COVERAGE
     for i, a in enumerate(top):

@@ -28,13 +28,12 @@ from pydantic import ValidationError
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.citations import clean_answer_text
 from sleuth.agents.drafting import draft_from_text
-from sleuth.agents.guided.agents import EvidenceSection, generate_draft
+from sleuth.agents.guided.agents import evidence_section, generate_draft
 from sleuth.agents.heuristic import compose_answer, rank_sections, with_bridges
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
 from sleuth.llm.toolcalls import NormalizedReply, ToolCallNormalizer, content_parts
 from sleuth.prompts import load_prompt
-from sleuth.retrieval.search import join_parts
 from sleuth.tools.base import RunContext, ToolRegistry, json_parameters
 
 FINAL_TOOL = "final_answer"
@@ -113,15 +112,7 @@ class LLMReasoner:
         """
         ranked = [sid for sid, _ in rank_sections(question, ctx)]
         ids = list(dict.fromkeys([*with_bridges(ranked[:3], ranked, ctx), *ranked]))
-        evidence = [
-            EvidenceSection(
-                sid,
-                ctx.retrieved[sid][0].heading,
-                join_parts(ctx.retrieved[sid]),
-                ctx.numbers.get(sid),
-            )
-            for sid in ids[:SYNTHESIS_SECTIONS]
-        ]
+        evidence = [evidence_section(sid, ctx) for sid in ids[:SYNTHESIS_SECTIONS]]
         if not evidence:
             return fallback()
         result = generate_draft(

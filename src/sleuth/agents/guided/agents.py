@@ -51,8 +51,9 @@ from sleuth.agents.guided.structured import StructuredResult, call_structured
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.llm.toolcalls import ToolCallNormalizer
 from sleuth.prompts import load_prompt
+from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import STOPWORDS, key_phrase, sentences, terms, words
-from sleuth.tools.base import json_parameters
+from sleuth.tools.base import RunContext, json_parameters
 from sleuth.tools.rag import evidence_block
 
 UsageSink = Callable[[dict[str, int]], None]
@@ -122,6 +123,17 @@ class EvidenceSection:
     text: str
     number: int | None = None
     """The section's evidence number in the run (the model cites it as ``[n]``)."""
+
+
+def evidence_section(source_id: str, ctx: RunContext) -> EvidenceSection:
+    """A section retrieved in the run, as the agents see it (its parts joined, its number)."""
+    chunks = ctx.retrieved[source_id]
+    return EvidenceSection(
+        source_id=source_id,
+        title=chunks[0].heading,
+        text=join_parts(chunks),
+        number=ctx.numbers.get(source_id),
+    )
 
 
 def top_k_for(profile: RetrievalProfile) -> int:

@@ -69,6 +69,7 @@ from sleuth.agents.guided.agents import (
     compress_evidence,
     decompose_question,
     evaluate_evidence,
+    evidence_section,
     generate_draft,
     generation_messages,
     heuristic_compression,
@@ -90,7 +91,6 @@ from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
 from sleuth.llm.toolcalls import content_parts
 from sleuth.prompts import load_prompt
-from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext, ToolRegistry, ToolResult
 
@@ -319,13 +319,7 @@ class _Run:
     # ------------------------------------------------------------ evidence
 
     def section(self, source_id: str) -> EvidenceSection:
-        chunks = self.ctx.retrieved[source_id]
-        return EvidenceSection(
-            source_id=source_id,
-            title=chunks[0].heading,
-            text=join_parts(chunks),
-            number=self.ctx.numbers.get(source_id),
-        )
+        return evidence_section(source_id, self.ctx)
 
     def ranked(self, question: str, among: list[str] | None = None) -> list[str]:
         """Retrieved source_ids ranked for ``question`` (optionally only those in ``among``)."""
