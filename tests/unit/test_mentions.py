@@ -179,3 +179,18 @@ def test_a_short_answer_backed_by_numbers_only_is_explained_from_the_cited_evide
     assert answer.short_answer == "Greenwich Village"
     assert "based in Greenwich Village, New York City [Adriana_Trigiani]" in answer.answer_text
     assert "Adriana_Trigiani" in [c.source_id for c in answer.citations]
+
+
+def test_an_answer_no_section_holds_is_not_dressed_in_a_quote(tmp_path) -> None:
+    # "Paris" is in no section: quoting a sentence that merely shares the question's words
+    # ("New York city") would make an answer from memory look cited
+    app = _corpus_app(tmp_path)
+    model = ScriptedChatModel([AIMessage("Facts: [1]\nAnswer: Paris")])
+    result, _, _ = run_guided(
+        app, "In which city is the director of Big Stone Gap based?", model, llm_agents="auto"
+    )
+    assert result.answer.is_insufficient_context
+    assert result.answer.citations == []
+    assert result.answer.answer_text == (
+        "Insufficient context: no retrieved section supports the answer the model gave ('Paris')."
+    )

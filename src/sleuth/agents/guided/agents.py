@@ -750,8 +750,14 @@ def generate_draft(
         and _ONLY_MARKERS.match(draft.answer_text)
     ):
         explanation = explain_from_evidence(question, draft.short_answer, draft.citations, evidence)
-        result.value = draft.model_copy(
-            update={"answer_text": explanation or draft.answer_text, "citations": []}
+        result.value = (
+            draft.model_copy(update={"answer_text": explanation, "citations": []})
+            if explanation
+            else AnswerDraft(  # an answer from memory: no retrieved section holds it
+                answer_text="Insufficient context: no retrieved section supports the answer "
+                f"the model gave ('{draft.short_answer}').",
+                is_insufficient_context=True,
+            )
         )
     return result
 
@@ -767,8 +773,10 @@ def explain_from_evidence(
     (``Facts: [1], [3]`` / ``Answer: Sandra Oh``): from each cited section, the sentence that
     holds the most of the answer's terms, then of the question's, with its marker; at most
     :data:`EXPLANATION_SENTENCES`. When no cited section holds the answer's terms, the other
-    sections are searched too (a small model often cites the wrong number). ``""`` when no
-    sentence shares a term with the answer or the question.
+    sections are searched too (a small model often cites the wrong number); when none holds
+    them, ``""``: a sentence that only shares the question's words would dress an answer
+    from memory as a cited one. ``""`` also when no sentence shares a term with the answer
+    or the question.
     """
     by_ref = {str(e.number): e for e in evidence if e.number is not None}
     by_ref.update({e.source_id: e for e in evidence})
@@ -779,7 +787,9 @@ def explain_from_evidence(
         return bool(wanted) and wanted <= set(terms(f"{e.title} {e.text}"))
 
     if wanted and not any(holds_answer(e) for e in chosen):
-        chosen = [e for e in evidence if holds_answer(e)][:1] + chosen
+        chosen = [e for e in evidence if holds_answer(e)][:1]
+        if not chosen:  # no section holds the answer: nothing can explain it
+            return ""
     picked: list[tuple[int, int, str, EvidenceSection]] = []
     for e in chosen:
         scored = [
