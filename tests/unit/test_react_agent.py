@@ -406,6 +406,24 @@ def test_the_final_answer_is_written_from_the_best_sections_found(tmp_path):
     assert response.trace["answer_source"] == "model"
 
 
+def test_a_short_answer_from_memory_is_declined_not_dressed_in_quoted_evidence(tmp_path):
+    # the quoted sentence is supported, but no retrieved section holds the answer itself
+    model = ScriptedChatModel(
+        [
+            tool_call("rag_search", {"query": "capital of France"}),
+            final("Paris."),
+            AIMessage(
+                "Facts: Whoever commits murder shall be punished with death [1].\nAnswer: Paris"
+            ),
+        ]
+    )
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    response = service.execute_agentic_search("What is the capital of France?", "test")
+    assert response.status == "insufficient_context"
+    assert response.answer.citations == []
+    assert "('Paris')" in response.answer.answer_text
+
+
 def test_json_answer_text_never_reaches_the_user(tmp_path):
     model = ScriptedChatModel(
         [

@@ -146,14 +146,15 @@ def readable_short_answer(short: str, ctx: RunContext) -> str:
     return short
 
 
-def _short_supported(short: str, answer: GeneratedAnswer, ctx: RunContext) -> bool:
-    """Whether the short answer's terms occur in the cited sections (yes/no always do)."""
+def _short_supported(short: str, answer: GeneratedAnswer | None, ctx: RunContext) -> bool:
+    """Whether the short answer's terms occur in the cited sections — or, with no
+    ``answer``, in any retrieved section (yes/no always do)."""
     if short.lower() in ("yes", "no"):
         return True
     wanted = set(terms(short))
     if not wanted:
         return True
-    cited = [c.source_id for c in answer.citations] or list(ctx.retrieved)
+    cited = (answer and [c.source_id for c in answer.citations]) or list(ctx.retrieved)
     found: set[str] = set()
     for sid in cited:
         chunks = ctx.retrieved.get(sid) or []
@@ -231,6 +232,21 @@ def finish_answer(
     answer = report.answer
     if short:
         short = readable_short_answer(short, ctx)
+    if short and not answer.is_insufficient_context and not _short_supported(short, None, ctx):
+        # no retrieved section holds the short answer: the model answered from memory, and
+        # the sentences around it (often quoted evidence) must not make it look cited
+        answer = answer.model_copy(
+            update={
+                "answer_text": "Insufficient context: no retrieved section supports the answer "
+                f"the model gave ('{short}').",
+                "is_insufficient_context": True,
+                "citations": [],
+                "key_points": [],
+                "ungrounded_sentences": [],
+            }
+        )
+        report.answer = answer
+        short = None
     if short and not answer.is_insufficient_context:
         if not _short_supported(short, answer, ctx):
             if strict_grounding:
