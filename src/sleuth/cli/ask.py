@@ -111,8 +111,10 @@ def run_ask(
     if as_json:
         typer.echo(response.model_dump_json(indent=2))
     elif quiet:
-        prefix = "Insufficient context: " if response.answer.is_insufficient_context else ""
-        typer.echo(prefix + response.answer.answer_text)
+        text = response.answer.answer_text
+        labelled = text.lower().startswith("insufficient context")
+        declined = response.answer.is_insufficient_context and not labelled
+        typer.echo(("Insufficient context: " if declined else "") + text)
         ids = list(dict.fromkeys(c.source_id for c in response.answer.citations))
         if ids:
             typer.echo("citations: " + " ".join(ids))
