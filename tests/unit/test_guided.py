@@ -40,7 +40,7 @@ from sleuth.agents.guided.structured import call_structured
 from sleuth.agents.state import RunStatus
 from sleuth.app import Sleuth
 from sleuth.llm.testing import ScriptedChatModel, final, tool_call
-from sleuth.retrieval.text import sentences, terms
+from sleuth.retrieval.text import key_phrase, novel_query, sentences, terms
 from sleuth.tools.base import RunContext, ToolRegistry
 from sleuth.tools.rag import build_rag_tools
 from tests.helpers import STATUTE_SECTIONS, make_app
@@ -346,11 +346,43 @@ def test_a_model_error_goes_to_the_fallback_without_retrying() -> None:
 
 def test_heuristic_refinement_is_driven_by_the_gap_hint() -> None:
     refined = heuristic_refinement("What is the punishment for arson?", "arson", [])
-    assert refined.refined_query == "punishment arson arson"  # key phrase + gap hint
-    again = heuristic_refinement(
-        "What is the punishment for arson?", "arson", ["punishment arson arson"]
-    )
-    assert again.refined_query == "arson"
+    assert refined.refined_query == "punishment arson"  # key phrase + gap hint, words once
+    # every candidate is a part of the search already run: nothing new (the runtime moves on)
+    again = heuristic_refinement("What is the punishment for arson?", "arson", ["punishment arson"])
+    assert not novel_query(again.refined_query, ["punishment arson"])
+
+
+STAFFORD = (
+    "Name the mother of Edward Stafford, 4th Baron Stafford, who was the daughter of Edward "
+    "Stanley, 3rd Earl of Derby?"
+)
+DANISH = "Which Danish heavy metal band from Copenhagen released an album of demo tracks?"
+
+
+@pytest.mark.parametrize(
+    ("question", "gap", "expected", "novel"),
+    [
+        # the gap joins the name it is said of: a new, focused search
+        (DANISH, "compilation album", "Copenhagen compilation album", True),
+        ("Who founded the company that makes the Rio?", "the founder", "Rio the founder", True),
+        # every candidate is a bare word or a part of the first search: nothing new to find
+        (DANISH, "demo", "Copenhagen demo", False),
+        (STAFFORD, "mother", "Edward Stafford mother", False),
+        (
+            "When was the Welsh singer born whose third album is Diamond Cut?",
+            "what's third album singer",
+            "Welsh what's third album singer",
+            False,
+        ),
+    ],
+)
+def test_heuristic_refinement_never_issues_a_bare_word_or_a_part_of_a_query(
+    question: str, gap: str, expected: str, novel: bool
+) -> None:
+    tried = [key_phrase(question)]  # the first search of a guided run
+    query = heuristic_refinement(question, gap, tried).refined_query
+    assert query == expected
+    assert novel_query(query, tried) is novel
 
 
 def test_heuristic_verdict_thresholds_and_missing_terms() -> None:
@@ -466,8 +498,10 @@ def test_offline_refinement_uses_the_gap_hint(app: Sleuth) -> None:
     result, events, _ = run_guided(app, "What is the punishment for arson?", max_refinements=1)
     crag = result.trace["agentic"]["crag"]
     assert crag[0]["verdict"] == "PARTIAL" and crag[0]["missing_information"] == "arson"
-    assert searches(result) == ["punishment arson", "punishment arson arson"]
-    assert len(crag) == 2  # max_refinements=1: one refinement, then move on
+    # the gap hint is a word of the search already run: refining could find nothing new
+    assert searches(result) == ["punishment arson"]
+    assert len(crag) == 1
+    assert any("would find nothing new" in t for t in thoughts(events))
     # "punishment" alone is not enough: the murder sections must not answer for arson
     assert result.answer.is_insufficient_context and result.answer.citations == []
     assert any("CRAG verdict: PARTIAL — missing: arson" in t for t in thoughts(events))
@@ -477,7 +511,7 @@ def test_offline_unanswerable_question_is_insufficient_context(app: Sleuth) -> N
     result, _, _ = run_guided(app, "What is the capital of France?")
     assert result.status == RunStatus.INSUFFICIENT_CONTEXT
     assert result.answer.is_insufficient_context and result.answer.citations == []
-    assert len(result.trace["agentic"]["crag"]) == 3  # 1 + max_refinements rounds
+    assert len(result.trace["agentic"]["crag"]) == 1  # no refinement could find more
     assert "read_section" not in [c["tool"] for c in result.tool_calls]
 
 
@@ -550,6 +584,9 @@ INTENT = {
 PLAN = {"intent_class": "documentary", "primary_query": "murder punishment"}
 
 
+WORDS = ["life", "fine", "death", "group", "attempt"]
+
+
 @pytest.mark.parametrize("max_refinements", [0, 2])
 def test_crag_loop_stops_at_max_refinements_with_a_final_answer(
     app: Sleuth, max_refinements: int
@@ -558,7 +595,7 @@ def test_crag_loop_stops_at_max_refinements_with_a_final_answer(
         intent_parse=[INTENT],
         plan=[PLAN],
         crag_verdict=[{"verdict": "INSUFFICIENT", "missing_information": "sentencing rules"}],
-        refine_query=[{"refined_query": f"sentencing rules murder {i}"} for i in range(5)],
+        refine_query=[{"refined_query": f"sentencing rules murder {w}"} for w in WORDS],
         final_answer=[{"answer_text": "should not be used", "citations": []}],
     )
     result, events, _ = run_guided(app, MURDER, script.model, max_refinements=max_refinements)
@@ -566,7 +603,7 @@ def test_crag_loop_stops_at_max_refinements_with_a_final_answer(
     assert len(crag) == max_refinements + 1
     assert all(c["verdict"] == "INSUFFICIENT" for c in crag)
     assert searches(result) == ["murder punishment"] + [
-        f"sentencing rules murder {i}" for i in range(max_refinements)
+        f"sentencing rules murder {w}" for w in WORDS[:max_refinements]
     ]
     assert [c["query"] for c in crag] == searches(result)
     assert result.trace["refinements"] == max_refinements

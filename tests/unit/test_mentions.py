@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
+from sleuth.agents.llm_reasoner import LLMReasoner
 from sleuth.agents.state import RunStatus
 from sleuth.app import Sleuth
-from sleuth.llm.testing import ScriptedChatModel
+from sleuth.llm.testing import ScriptedChatModel, tool_call
 from sleuth.retrieval.mentions import TitleMentions, name_words
 from sleuth.types import Chunk, Document, Section
 from tests.helpers import make_app
@@ -194,3 +195,56 @@ def test_an_answer_no_section_holds_is_not_dressed_in_a_quote(tmp_path) -> None:
     assert result.answer.answer_text == (
         "Insufficient context: no retrieved section supports the answer the model gave ('Paris')."
     )
+
+
+def test_react_follows_the_top_sections_links_before_the_answer_is_written(tmp_path) -> None:
+    # a small model answers after one search that found only the film; the bridge step
+    # follows the film's links (a visible tool round), and the answer is written from the
+    # evidence with the director's section in it, without asking the loop model again
+    app = _corpus_app(tmp_path)
+    model = ScriptedChatModel(
+        [
+            tool_call("rag_search", {"query": "Big Stone Gap romantic comedy", "top_k": 1}),
+            AIMessage("Answer: Big Stone Gap, Virginia [1]."),
+            AIMessage(
+                "Facts: Trigiani directed the film [1] and is based there [2].\n"
+                "Answer: Greenwich Village"
+            ),
+        ]
+    )
+    app.agent.reasoner = LLMReasoner(model)
+    response = app.agent.execute_agentic_search(BRIDGE, "test", use_memory=False)
+
+    calls = [(c["tool"], c["arguments"]) for c in response.tool_calls]
+    assert calls == [
+        ("rag_search", {"query": "Big Stone Gap romantic comedy", "top_k": 1}),
+        ("follow_references", {"source_id": "Big_Stone_Gap_film"}),
+    ]
+    assert len(model.calls) == 3  # search, answer, then the synthesis from the evidence
+    evidence = str(model.calls[-1][-1].content)
+    assert "[2] Adriana_Trigiani" in evidence
+    assert response.status == "completed"
+    assert response.answer.short_answer == "Greenwich Village"
+    assert "Adriana_Trigiani" in [c.source_id for c in response.answer.citations]
+    thoughts = [s.content for s in response.reasoning_steps if s.step_type == "think"]
+    assert any("following the links of Big_Stone_Gap_film" in t for t in thoughts)
+
+
+def test_the_bridge_step_is_taken_once_and_keeps_the_model_answer_as_fallback(tmp_path) -> None:
+    app = _corpus_app(tmp_path)
+    # the synthesis call fails (the script is spent): the answer the loop held is used
+    model = ScriptedChatModel(
+        [
+            tool_call("rag_search", {"query": "Big Stone Gap romantic comedy", "top_k": 1}),
+            AIMessage(
+                "Answer: Greenwich Village\nExplanation: The director of the romantic comedy "
+                "Big Stone Gap is based in Greenwich Village, New York City [1]."
+            ),
+        ]
+    )
+    app.agent.reasoner = LLMReasoner(model)
+    response = app.agent.execute_agentic_search(BRIDGE, "test", use_memory=False)
+    follows = [c for c in response.tool_calls if c["tool"] == "follow_references"]
+    assert len(follows) == 1
+    assert response.answer.short_answer == "Greenwich Village"
+    assert response.trace["answer_source"] in ("model", "repaired")

@@ -37,6 +37,30 @@ Repair = Callable[[str, AnswerDraft], AnswerDraft | None]
 _MARKERS = re.compile(r"\s*\[[^\]\n]{1,200}\]")
 _FIRST_SENTENCE = re.compile(r"\s*(.+?(?:[.!](?:\s*\[[^\]\n]{1,200}\])*(?=\s)|\n|$))", re.S)
 _YES_NO = re.compile(r"^(yes|no)\b[\s,.;:!-]*", re.I)
+AnswerType = Literal["yes/no", "year", "date", "number"]
+_AUX_START = re.compile(
+    r"^\s*(?:are|is|was|were|do|does|did|can|could|has|have|had|will|would|should)\b", re.I
+)
+_CHOICE_OR_WH = re.compile(r"\b(?:or|what|which|who|whom|whose|when|where|why|how)\b", re.I)
+_YEAR_Q = re.compile(r"\b(?:what|which)\s+year\b", re.I)
+_DATE_Q = re.compile(r"^\s*when\b|\bwhat\s+(?:date|century|decade)\b", re.I)
+_NUMBER_Q = re.compile(r"^\s*how\s+(?:many|much|old|long|far|tall|high)\b|\bpopulation\b", re.I)
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+_SHAPES: dict[str, re.Pattern[str]] = {
+    "yes/no": re.compile(r"^(?:yes|no)\b", re.I),
+    "year": re.compile(r"\b\d{3,4}s?\b"),
+    "date": re.compile(rf"\d|\b(?:{_MONTHS}|century|decade)\b", re.I),
+    "number": re.compile(
+        r"\d|\b(?:once|twice|thrice|one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+        r"twelve|twenty|thirty|forty|fifty|hundred|thousand|million|billion|dozen)\b",
+        re.I,
+    ),
+}
+TYPE_REPAIR = (
+    "The question asks for {kind}, but your short answer '{short}' is not one. Read the "
+    "numbered results again and answer the question itself: 'Answer: <the {kind}>', then the "
+    "facts with their numbers."
+)
 STOPPED = {
     RunStatus.TIMEOUT: "the run's time limit, SLEUTH_RUN_TIMEOUT_S, was reached",
     RunStatus.MAX_ITERATIONS: "the tool-round limit, SLEUTH_MAX_ITERATIONS, was reached",
@@ -131,6 +155,46 @@ def split_short_answer(draft: AnswerDraft) -> tuple[str | None, AnswerDraft]:
     return first, draft.model_copy(update={"answer_text": rest})
 
 
+def answer_type(question: str) -> AnswerType | None:
+    """The shape a factoid question's short answer must have, when its wording says so:
+    ``yes/no`` (opens with an auxiliary verb, offers no choice and asks no wh-question:
+    "Are A and B both …?"),
+    ``year`` ("in what year"), ``date`` ("when …"), ``number`` ("how many", "population");
+    else None (who, which, what …: any entity)."""
+    if _AUX_START.match(question) and not _CHOICE_OR_WH.search(question):
+        return "yes/no"
+    if _YEAR_Q.search(question):
+        return "year"
+    if _DATE_Q.search(question):
+        return "date"
+    if _NUMBER_Q.search(question):
+        return "number"
+    return None
+
+
+def fits_type(short: str, kind: AnswerType) -> bool:
+    """Whether a short answer has the shape of ``kind`` (a year holds 3–4 digits, a date a
+    digit, month, century or decade, a number a digit or a number word)."""
+    return bool(_SHAPES[kind].search(short))
+
+
+def _retyped(question: str, short: str | None, draft: AnswerDraft, repair: Repair) -> AnswerDraft:
+    """One repair round for a short answer of the wrong shape (a name where the question
+    asks for a year: the model answered the bridge entity, not the question). The new draft
+    is taken only when its short answer has the right shape; else ``draft`` stays."""
+    kind = answer_type(question)
+    if kind is None or not short or fits_type(short, kind):
+        return draft
+    fixed = repair(
+        TYPE_REPAIR.format(kind=f"a {kind}" if kind != "yes/no" else "yes or no", short=short),
+        draft,
+    )
+    if fixed is None or fixed.is_insufficient_context:
+        return draft
+    new_short, _ = split_short_answer(fixed)
+    return fixed if new_short and fits_type(new_short, kind) else draft
+
+
 def readable_short_answer(short: str, ctx: RunContext) -> str:
     """A short answer that names a retrieved section by its source_id ("Hebron_Academy",
     copied from an evidence header) becomes that section's title ("Hebron Academy")."""
@@ -190,19 +254,26 @@ def finish_answer(
 
     With ``from_model`` the draft is a model's: its short answer is kept apart from the
     checks and put first (:func:`split_short_answer`; checked to occur in the cited
-    sections); sentences a retrieved section supports get their citation attached; when
-    nothing cited survives, ``repair`` (if given) asks the model once more before the
-    extractive replacement.
+    sections); a short answer of the wrong shape for the question (:func:`answer_type`)
+    gets one ``repair`` round; sentences a retrieved section supports get their citation
+    attached; when nothing cited survives, ``repair`` (if given) asks the model once more
+    before the extractive replacement.
     """
     short: str | None = None
+    rounds = 0
     if from_model and not draft.is_insufficient_context:
-        short, draft = split_short_answer(draft)
+        short, split = split_short_answer(draft)
+        if repair is not None:
+            retyped = _retyped(question, short, draft, repair)
+            if retyped is not draft:
+                rounds = 1
+                short, split = split_short_answer(retyped)
+        draft = split
     report = validate_citations(draft, ctx, checker, strict_grounding)
     replaced = None
-    rounds = 0
     needs_citations = require_citations and not report.answer.is_insufficient_context
     if needs_citations and not report.answer.citations and repair is not None:
-        rounds = 1
+        rounds += 1
         fixed = repair(REPAIR_PROMPT, draft)
         if fixed is not None:
             short, fixed = (

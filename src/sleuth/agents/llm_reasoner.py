@@ -42,6 +42,11 @@ SYNTHESIS_SECTIONS = 5
 """Sections the final answer is written from (the guided generator reads as many)."""
 MIN_SEARCHES_BEFORE_DECLINE = 2
 """A model's "insufficient context" after fewer searches is sent back once: search again."""
+BRIDGE_CALL_PREFIX = "call_bridge_"
+"""Id prefix of the ``follow_references`` calls of the bridge step (:func:`_bridge_step`)."""
+BRIDGE_FROM = 3
+"""Top-ranked sections whose links the bridge step may follow."""
+MAX_BRIDGE_FOLLOWS = 2
 
 
 def final_answer_spec() -> dict[str, Any]:
@@ -81,6 +86,17 @@ class LLMReasoner:
     def decide(self, state: AgentState, ctx: RunContext, tools: ToolRegistry) -> Decision:
         # the first step always searches: the agent looks at the evidence before answering
         # (small models otherwise answer from memory); later steps are the model's choice
+        held = _held_answer(state)
+        if held is not None:
+            # the last round followed the top sections' links: the answer is written now,
+            # from the evidence with the bridges in it (the model is not asked again)
+            draft = self.synthesize(state.original_query, ctx, lambda: held)
+            return Decision(
+                thought="The links are followed; the answer is written from the best sections "
+                "found.",
+                draft=draft,
+                message=AIMessage(_spoken(draft)),
+            )
         first = not ctx.searches and "rag_search" in tools
         specs = [*tools.specs(), final_answer_spec()]
         bound = self.model.bind_tools(specs, tool_choice="rag_search" if first else "auto")
@@ -91,6 +107,9 @@ class LLMReasoner:
         parsed = ToolCallNormalizer(specs).normalize(reply)
         decision = self._decision(state, parsed, first=first, searches=len(ctx.searches))
         if decision.draft is not None and ctx.retrieved and _knowledge_base_only(state, tools):
+            bridge = _bridge_step(state, ctx, tools, decision.draft)
+            if bridge is not None:
+                return bridge
             loop_draft = decision.draft
             decision.draft = self.synthesize(state.original_query, ctx, lambda: loop_draft)
             decision.thought += " (the answer is written from the best sections found)"
@@ -231,6 +250,85 @@ class LLMReasoner:
         the evidence found so far (:meth:`synthesize`), else extractive."""
         question = state.original_query
         return self.synthesize(question, ctx, lambda: compose_answer(question, ctx))
+
+
+def _spoken(draft: AnswerDraft) -> str:
+    """A draft as the assistant turn that says it (the answer prompts' labelled form, which
+    :func:`~sleuth.agents.drafting.draft_from_text` reads back)."""
+    if draft.short_answer and not draft.is_insufficient_context:
+        return f"Answer: {draft.short_answer}\nExplanation: {draft.answer_text}"
+    return draft.answer_text
+
+
+def _bridge_step(
+    state: AgentState, ctx: RunContext, tools: ToolRegistry, draft: AnswerDraft
+) -> Decision | None:
+    """Before the answer is written: follow the links of the best sections found, once.
+
+    The second hop of a multi-hop question ("the director of the film in which X debuted")
+    is usually a section the top hit names but that shares few words with the question, and
+    a small model seldom calls ``follow_references`` itself. When the model answers (or
+    declines), up to :data:`MAX_BRIDGE_FOLLOWS` of the :data:`BRIDGE_FROM` best-ranked
+    sections that cite or name sections not yet retrieved are followed, as a visible tool
+    round; the model's answer is held in that turn and the next THINK writes the final
+    answer from the evidence (:func:`_held_answer`). None when there is nothing to follow,
+    the tool is absent, the run has no tool round left, or the step was already taken.
+    The held answer is the synthesis's fallback.
+    """
+    if "follow_references" not in tools or state.iteration_count + 1 >= state.max_iterations:
+        return None
+    if any(_is_bridge_turn(m) for m in state.messages):
+        return None
+    ranked = [sid for sid, _ in rank_sections(state.original_query, ctx)][:BRIDGE_FROM]
+    sources = [
+        sid
+        for sid in ranked
+        if sid not in ctx.followed
+        and any(
+            r.target_id and r.target_id != sid and r.target_id not in ctx.retrieved
+            for c in ctx.retrieved.get(sid, [])
+            for r in c.references
+        )
+    ][:MAX_BRIDGE_FOLLOWS]
+    if not sources:
+        return None
+    calls = [
+        ToolCallRequest(
+            id=f"{BRIDGE_CALL_PREFIX}{state.iteration_count}_{i}",
+            name="follow_references",
+            arguments={"source_id": sid},
+        )
+        for i, sid in enumerate(sources)
+    ]
+    message = AIMessage(
+        content=_spoken(draft),
+        tool_calls=[{"name": c.name, "args": c.arguments, "id": c.id} for c in calls],
+    )
+    return Decision(
+        thought=f"Before answering, following the links of {', '.join(sources)}: the rest of "
+        "the answer may be in a section they cite or name.",
+        tool_calls=calls,
+        message=message,
+        held=draft,
+    )
+
+
+def _is_bridge_turn(message: BaseMessage) -> bool:
+    return isinstance(message, AIMessage) and any(
+        str(c.get("id") or "").startswith(BRIDGE_CALL_PREFIX) for c in message.tool_calls
+    )
+
+
+def _held_answer(state: AgentState) -> AnswerDraft | None:
+    """The model's answer held by the bridge step just taken (the history ends with that
+    turn's tool results), else None."""
+    tail = state.messages
+    end = len(tail)
+    while end and isinstance(tail[end - 1], ToolMessage):
+        end -= 1
+    if end == len(tail) or not end or not _is_bridge_turn(tail[end - 1]):
+        return None
+    return state.held_draft
 
 
 KNOWLEDGE_BASE_TOOLS = frozenset(

@@ -230,7 +230,7 @@ def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         }
     rt.timed("think", started)
     rt.emitter.emit(ThinkEvent(content=decision.thought, iteration=state.iteration_count))
-    update: dict[str, Any] = {"pending_calls": []}
+    update: dict[str, Any] = {"pending_calls": [], "held_draft": decision.held}
     steps = [
         AgentStep(
             step_type=AgentStepType.THINK,

@@ -32,6 +32,9 @@ class Decision(BaseModel):
     errors: list[str] = Field(default_factory=list)
     message: AIMessage | None = None
     feedback: list[BaseMessage] = Field(default_factory=list)
+    held: AnswerDraft | None = None
+    """With ``tool_calls``: an answer the reasoner holds while they run (kept in
+    :attr:`AgentState.held_draft` for the next THINK step)."""
 
 
 class Reasoner(Protocol):

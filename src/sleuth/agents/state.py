@@ -76,6 +76,8 @@ class AgentState:
     repeats: int = 0
     is_complete: bool = False
     draft: AnswerDraft | None = None
+    held_draft: AnswerDraft | None = None
+    """An answer the reasoner held while its last tool round ran (``Decision.held``)."""
     plan: ReactPlan | None = None
     replans: int = 0
     critique: Critique | None = None

@@ -115,8 +115,12 @@ QUESTION_WORDS = frozenset(
 )
 INDEX_STOPWORDS = frozenset(STOPWORDS_EN)
 """English stop words the BM25 index drops (bm25s' list)."""
-STOPWORDS = INDEX_STOPWORDS | QUESTION_WORDS
-"""What :func:`terms` drops: the index's stop words plus question words."""
+CONTRACTIONS = frozenset(
+    f"{w}'s" for w in [*QUESTION_WORDS, "it", "that", "there", "here", "he", "she", "let"]
+)
+STOPWORDS = INDEX_STOPWORDS | QUESTION_WORDS | CONTRACTIONS
+"""What :func:`terms` drops: the index's stop words, question words and their contractions
+("what's")."""
 
 # Han (with radicals, 々 〇 and the ideographic extensions), Hiragana, Katakana (with ー and
 # the phonetic extensions), Hangul syllables and jamo.
@@ -355,6 +359,62 @@ def novel_query(query: str, earlier: Sequence[str], min_terms: int = MIN_QUERY_T
     if len(own) < max(min_terms, 1):
         return False
     return not any(own <= set(terms(q)) for q in earlier)
+
+
+_NAME_WORD = r"(?:[A-Z\d][\w'’.&-]*)"
+_NAMED = re.compile(
+    rf"{_NAME_WORD}(?:\s+(?:(?:of|the|de|del|la|von|van|and)\s+)?{_NAME_WORD})*", re.UNICODE
+)
+
+
+def named_phrases(text: str) -> list[tuple[int, str]]:
+    """The names in ``text``: runs of capitalised words or numbers ("Edward Stanley, 3rd
+    Earl of Derby" gives "Edward Stanley" and "3rd Earl of Derby"), with their character
+    offsets; a run of numbers only ("1979", "4th") is no name. A sentence's first word is
+    capitalised anyway: it opens a name only when the run goes on and it is no stop word
+    ("Which Danish band" → "Danish"; "Name the mother" → nothing); a run of stop words
+    only ("In", "The") is not a name."""
+    found = []
+    for match in _NAMED.finditer(text):
+        phrase, start = match.group(0).strip(" ."), match.start()
+        before = text[:start].rstrip()
+        if not before or before[-1] in ".!?\"'(":
+            first, _, rest = phrase.partition(" ")
+            if not rest or first.lower() in STOPWORDS:
+                phrase, start = rest.strip(), start + len(first) + 1
+        if any(w[0].isupper() and w.lower() not in STOPWORDS for w in phrase.split()):
+            found.append((start, phrase))
+    return found
+
+
+def anchored_query(question: str, gap: str) -> str:
+    """``gap`` (what a search must still find) with the name of the question it is about:
+    the name nearest to where the gap's words occur in ``question``, else its longest name,
+    else its key phrase. "Which came first the forming of The Dandy Warhols or the birth of
+    Robert Young?" with gap "birth" → "Robert Young birth". Repeated words are kept once.
+    """
+    names = named_phrases(question)
+    gap_terms = set(terms(gap))
+    lowered = question.lower()
+    at = [m.start() for m in re.finditer(r"[\w'-]+", lowered) if set(terms(m.group(0))) & gap_terms]
+    if names and at:
+        anchor = min(names, key=lambda n: min(abs(n[0] - a) for a in at))[1]
+    elif names:
+        anchor = max(names, key=lambda n: len(n[1]))[1]
+    else:
+        anchor = key_phrase(question)
+    return once(f"{anchor} {gap}")
+
+
+def once(query: str) -> str:
+    """``query`` with each word kept at its first place only (case-insensitive)."""
+    seen: set[str] = set()
+    kept = []
+    for word in query.split():
+        if word.lower() not in seen:
+            seen.add(word.lower())
+            kept.append(word)
+    return " ".join(kept)
 
 
 def key_phrase(question: str) -> str:

@@ -52,7 +52,16 @@ from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.llm.toolcalls import ToolCallNormalizer
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import STOPWORDS, key_phrase, sentences, terms, words
+from sleuth.retrieval.text import (
+    STOPWORDS,
+    anchored_query,
+    key_phrase,
+    novel_query,
+    once,
+    sentences,
+    terms,
+    words,
+)
 from sleuth.tools.base import RunContext, json_parameters
 from sleuth.tools.rag import evidence_block
 
@@ -431,22 +440,20 @@ def evaluate_evidence(
 # ---------------------------------------------------------------- refinement
 
 
-def _tried(query: str, previous: Sequence[str]) -> bool:
-    return _norm(query) in {_norm(p) for p in previous}
-
-
 def heuristic_refinement(
     question: str, missing_information: str, previous_queries: Sequence[str] = ()
 ) -> Refinement:
-    """Gap-hint concatenation: the question's key phrase + ``missing_information``.
+    """Gap-hint query: ``missing_information`` with the name the question ties it to.
 
-    When that query was already run, the gap hint alone, then the question + gap hint; the
-    first untried candidate wins (the runtime stops refining on a repeat).
+    Candidates, first :func:`~sleuth.retrieval.text.novel_query` wins (two content terms at
+    least, not a repeat or a subset of an earlier search): the gap with its anchor name
+    (:func:`~sleuth.retrieval.text.anchored_query`), the question's key phrase + the gap, the
+    gap alone. When none is novel the first is returned and the runtime stops refining.
     """
     gap = " ".join(missing_information.split()) or key_phrase(question)
     key = key_phrase(question)
-    candidates = [f"{key} {gap}", gap, f"{question.strip()} {gap}"]
-    query = next((c for c in candidates if not _tried(c, previous_queries)), candidates[0])
+    candidates = [anchored_query(question, gap), once(f"{key} {gap}"), gap]
+    query = next((c for c in candidates if novel_query(c, previous_queries)), candidates[0])
     return Refinement(refined_query=query, rationale=f"Search again for what was missing: {gap}.")
 
 
@@ -461,16 +468,19 @@ def refine_query(
 ) -> StructuredResult[Refinement]:
     """The refinement agent: a new query driven by the CRAG gap hint.
 
-    Output validator: the query must differ from ``previous_queries`` and contain at least
-    one content term of ``verdict.missing_information``. Falls back to
+    Output validator: the query must be a :func:`~sleuth.retrieval.text.novel_query` after
+    ``previous_queries`` and contain at least one content term of
+    ``verdict.missing_information``. Falls back to
     :func:`heuristic_refinement`.
     """
     gap_terms = _content_terms(verdict.missing_information)
 
     def validate(value: Refinement) -> None:
-        if _tried(value.refined_query, previous_queries):
+        if not novel_query(value.refined_query, previous_queries):
             raise ValueError(
-                f"refined_query '{value.refined_query}' was already tried; write a new query"
+                f"refined_query '{value.refined_query}' finds nothing new (a query already "
+                "tried, a part of one, or fewer than two key words); write a new query that "
+                "names what the question is about"
             )
         if gap_terms and not gap_terms & _content_terms(value.refined_query):
             raise ValueError(

@@ -91,7 +91,7 @@ from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
 from sleuth.llm.toolcalls import content_parts
 from sleuth.prompts import load_prompt
-from sleuth.retrieval.text import terms
+from sleuth.retrieval.text import novel_query, terms
 from sleuth.tools.base import RunContext, ToolRegistry, ToolResult
 
 LLMAgents = Literal["auto", "all"]
@@ -703,9 +703,10 @@ def refine(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     )
     rt.record("refinement", result)
     query = result.value.refined_query
-    if _norm(query) in {_norm(q) for q in rt.ctx.searches}:
+    if not novel_query(query, rt.ctx.searches):
         rt.think(
-            f"Refinement: '{query}' repeats an earlier search; no new evidence to gain, moving on.",
+            f"Refinement: '{query}' would find nothing new (a repeat or part of an earlier "
+            "search, or fewer than two key words); moving on.",
             "refinement",
             result,
         )

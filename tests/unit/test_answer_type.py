@@ -1,0 +1,92 @@
+"""A short answer of the wrong shape (a name where the question asks for a year) is repaired."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from sleuth.agents.finish import answer_type, fits_type
+from sleuth.llm.testing import ScriptedChatModel
+from tests.unit.test_guided import run_guided
+from tests.unit.test_mentions import _corpus_app
+
+YEAR = "In what year was the film directed by Adriana Trigiani released?"
+NAMED = "Facts: Trigiani directed Big Stone Gap [Big_Stone_Gap_film].\nAnswer: Adriana Trigiani"
+DATED = "Facts: Big Stone Gap is a 2014 film [Big_Stone_Gap_film].\nAnswer: 2014"
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("Are Medici and Senet both board games?", "yes/no"),
+        ("Does the director Puneet Sira also have one?", "yes/no"),
+        ("Is Nantong or Jingdezhen larger?", None),  # a choice: an entity
+        ("Do Lafzon Ki Kahani is a remake of a film released in which year?", "year"),
+        ("In what year was the man born?", "year"),
+        ("When was the Welsh singer born?", "date"),
+        ("How many times was he selected for the all-star game?", "number"),
+        ("At the 2011 census, what was the population of the city?", "number"),
+        ("Who directed the film in which Jung Joon-young made his debut?", None),
+    ],
+)
+def test_the_question_says_what_shape_its_short_answer_has(question: str, kind: str) -> None:
+    assert answer_type(question) == kind
+
+
+@pytest.mark.parametrize(
+    ("short", "kind", "fits"),
+    [
+        ("Moshe Katsav", "year", False),
+        ("15 June 1924", "year", True),
+        ("the 1990s", "year", True),
+        ("19th century", "date", True),
+        ("in June", "date", True),
+        ("Bonnie Tyler", "date", False),
+        ("twice", "number", True),
+        ("6,960", "number", True),
+        ("Ezer Weizman", "number", False),
+        ("No", "yes/no", True),
+        ("Both are board games", "yes/no", False),
+    ],
+)
+def test_short_answer_shapes(short: str, kind: str, fits: bool) -> None:
+    assert fits_type(short, kind) is fits  # type: ignore[arg-type]
+
+
+def test_a_name_given_for_a_year_gets_one_repair_round(tmp_path) -> None:
+    app = _corpus_app(tmp_path)
+    model = ScriptedChatModel(
+        [
+            AIMessage(NAMED),
+            AIMessage(DATED),
+        ]
+    )
+    result, _, _ = run_guided(app, YEAR, model, llm_agents="auto")
+    assert "asks for a year, but your short answer 'Adriana Trigiani'" in str(
+        model.calls[-1][-1].content
+    )
+    assert result.answer.short_answer == "2014"
+    assert result.trace["repair_rounds"] == 1
+    assert result.trace["answer_source"] == "repaired"
+
+
+def test_a_repair_of_the_wrong_shape_again_keeps_the_first_answer(tmp_path) -> None:
+    app = _corpus_app(tmp_path)
+    model = ScriptedChatModel(
+        [
+            AIMessage(NAMED),
+            AIMessage("Facts: [1]\nAnswer: Big Stone Gap"),
+        ]
+    )
+    result, _, _ = run_guided(app, YEAR, model, llm_agents="auto")
+    assert len(model.calls) == 2
+    assert result.answer.short_answer == "Adriana Trigiani"
+
+
+def test_a_short_answer_of_the_right_shape_is_not_asked_again(tmp_path) -> None:
+    app = _corpus_app(tmp_path)
+    model = ScriptedChatModel([AIMessage(DATED)])
+    result, _, _ = run_guided(app, YEAR, model, llm_agents="auto")
+    assert len(model.calls) == 1
+    assert result.answer.short_answer == "2014"
+    assert result.trace["repair_rounds"] == 0
