@@ -240,8 +240,6 @@ def test_reflection_revises_an_incomplete_answer_once(tmp_path) -> None:
             _final("Whoever commits murder shall be punished with death [BNS_S103]."),
             # each final answer is written again from the best sections (synthesis)
             AIMessage("Whoever commits murder shall be punished with death [BNS_S103]."),
-            tool_call("rag_search", {"query": "theft", "top_k": 2}),
-            _final("Murder is punished with death [BNS_S103]."),
             AIMessage(
                 "Whoever commits murder shall be punished with death [BNS_S103]. Whoever "
                 "intending to take dishonestly any movable property commits theft [BNS_S303]."
@@ -254,9 +252,15 @@ def test_reflection_revises_an_incomplete_answer_once(tmp_path) -> None:
     assert len(reflections) == 1 and reflections[0]["needs_revision"]
     assert reflections[0]["revision_query"] == "theft"
     assert response.trace["planner_path"].count("reflect") == 1  # no second critique
-    # the model got the critique as the answer to its final_answer call
-    critique_turn = model.calls[3][-1]
-    assert "Critique of the draft" in str(critique_turn.content)
+    # the critique's search runs as a tool round of its own (the model is not asked to
+    # revise: a small model answers again without searching), then the answer is rewritten
+    searches = [c["arguments"]["query"] for c in response.tool_calls if c["tool"] == "rag_search"]
+    assert searches == ["punishment for murder", "theft"]
+    thoughts = [s.content for s in response.reasoning_steps if s.step_type == "think"]
+    assert any(t.startswith("Revising: searching 'theft'") for t in thoughts)
+    assert "Question: What is the punishment for murder and what is theft?" in str(
+        model.calls[-1][-1].content
+    )
     assert [c.source_id for c in response.answer.citations] == ["BNS_S103", "BNS_S303"]
     assert response.status == "completed" and model.remaining == 0
 
@@ -316,3 +320,26 @@ def test_a_too_long_question_is_refused_before_the_run(tmp_path) -> None:
     service = make_service(tmp_path)
     with pytest.raises(UserError, match="too long"):
         service.execute_agentic_search("murder " * MAX_QUESTION_CHARS, "test")
+
+
+def test_a_plan_written_with_tool_names_and_guessed_targets_is_read_not_rejected() -> None:
+    # what Qwen2.5-Coder-1.5B wrote, the same at every retry: tool names as actions and a
+    # made-up URL as the section to read
+    plan = ReactPlan.model_validate(
+        {
+            "steps": [
+                {"action": "rag_search", "target": "Jon L. Luther restaurant company"},
+                {"action": "read_section", "target": "https://www.example.com/companies"},
+                {"action": "outline", "target": "the best sections"},
+                {"action": "follow_references", "target": "Jon_L._Luther"},
+                {"action": "final_answer"},
+            ]
+        }
+    )
+    assert [(s.action, s.target) for s in plan.steps] == [
+        ("search", "Jon L. Luther restaurant company"),
+        ("read", ""),
+        ("read", ""),
+        ("follow_references", "Jon_L._Luther"),
+        ("answer", ""),
+    ]

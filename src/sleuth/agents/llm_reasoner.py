@@ -31,6 +31,7 @@ from sleuth.agents.drafting import draft_from_text
 from sleuth.agents.guided.agents import evidence_section, generate_draft
 from sleuth.agents.heuristic import compose_answer, rank_sections, with_bridges
 from sleuth.agents.reasoner import Decision
+from sleuth.agents.reflection import CRITIQUE_NOTE
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
 from sleuth.llm.toolcalls import NormalizedReply, ToolCallNormalizer, content_parts
 from sleuth.prompts import load_prompt
@@ -44,6 +45,8 @@ MIN_SEARCHES_BEFORE_DECLINE = 2
 """A model's "insufficient context" after fewer searches is sent back once: search again."""
 BRIDGE_CALL_PREFIX = "call_bridge_"
 """Id prefix of the ``follow_references`` calls of the bridge step (:func:`_bridge_step`)."""
+REVISION_CALL_PREFIX = "call_revision_"
+"""Id prefix of the search the critique asked for (:func:`_revision_step`)."""
 BRIDGE_FROM = 3
 """Top-ranked sections whose links the bridge step may follow."""
 MAX_BRIDGE_FOLLOWS = 2
@@ -86,14 +89,18 @@ class LLMReasoner:
     def decide(self, state: AgentState, ctx: RunContext, tools: ToolRegistry) -> Decision:
         # the first step always searches: the agent looks at the evidence before answering
         # (small models otherwise answer from memory); later steps are the model's choice
+        revision = _revision_step(state, ctx, tools)
+        if revision is not None:
+            return revision
         held = _held_answer(state)
         if held is not None:
             # the last round followed the top sections' links: the answer is written now,
             # from the evidence with the bridges in it (the model is not asked again)
             draft = self.synthesize(state.original_query, ctx, lambda: held)
+            revised = _is_held_turn(_last_call_turn(state), REVISION_CALL_PREFIX)
             return Decision(
-                thought="The links are followed; the answer is written from the best sections "
-                "found.",
+                thought=f"The {'search is done' if revised else 'links are followed'}; the "
+                "answer is written from the best sections found.",
                 draft=draft,
                 message=AIMessage(_spoken(draft)),
             )
@@ -277,7 +284,7 @@ def _bridge_step(
     """
     if "follow_references" not in tools or state.iteration_count + 1 >= state.max_iterations:
         return None
-    if any(_is_bridge_turn(m) for m in state.messages):
+    if any(_is_held_turn(m, BRIDGE_CALL_PREFIX) for m in state.messages):
         return None
     ranked = [sid for sid, _ in rank_sections(state.original_query, ctx)][:BRIDGE_FROM]
     sources = [
@@ -313,20 +320,68 @@ def _bridge_step(
     )
 
 
-def _is_bridge_turn(message: BaseMessage) -> bool:
-    return isinstance(message, AIMessage) and any(
-        str(c.get("id") or "").startswith(BRIDGE_CALL_PREFIX) for c in message.tool_calls
+def _revision_step(state: AgentState, ctx: RunContext, tools: ToolRegistry) -> Decision | None:
+    """After a critique that found a gap: run the search it names, holding the draft.
+
+    The critic (:mod:`sleuth.agents.reflection`) names the search that would fill the gap;
+    a small model asked to revise mostly answers again without searching, which costs a long
+    call and adds no evidence. So the search runs as a visible tool round, and the answer is
+    then written again from the evidence (:func:`_held_answer`), the critiqued draft held as
+    the fallback. None when the last turn is not a critique with a search to run, or the
+    run has read other tools than the knowledge base's.
+    """
+    critique = state.critique
+    last = state.messages[-1] if state.messages else None
+    if (
+        critique is None
+        or not critique.needs_revision
+        or not critique.revision_query
+        or "rag_search" not in tools
+        or critique.revision_query in ctx.searches
+        or not isinstance(last, HumanMessage | ToolMessage)
+        or not str(last.content).startswith(CRITIQUE_NOTE)
+        or not _knowledge_base_only(state, tools)
+    ):
+        return None
+    call = ToolCallRequest(
+        id=f"{REVISION_CALL_PREFIX}{state.iteration_count}",
+        name="rag_search",
+        arguments={"query": critique.revision_query},
+    )
+    return Decision(
+        thought=f"Revising: searching '{critique.revision_query}' for what the critique found "
+        "missing; the answer is then written again from the evidence.",
+        tool_calls=[call],
+        message=AIMessage(
+            content="Searching for what the critique found missing.",
+            tool_calls=[{"name": call.name, "args": call.arguments, "id": call.id}],
+        ),
+        held=state.held_draft,
     )
 
 
+def _is_held_turn(message: BaseMessage | None, prefix: str = "") -> bool:
+    """An assistant turn of calls the reasoner made while holding an answer (the bridge
+    step, or the critique's search; ``prefix`` narrows to one)."""
+    prefixes = (prefix,) if prefix else (BRIDGE_CALL_PREFIX, REVISION_CALL_PREFIX)
+    return isinstance(message, AIMessage) and any(
+        str(c.get("id") or "").startswith(prefixes) for c in message.tool_calls
+    )
+
+
+def _last_call_turn(state: AgentState) -> BaseMessage | None:
+    """The last assistant turn of the history."""
+    return next((m for m in reversed(state.messages) if isinstance(m, AIMessage)), None)
+
+
 def _held_answer(state: AgentState) -> AnswerDraft | None:
-    """The model's answer held by the bridge step just taken (the history ends with that
+    """The answer held by the bridge or revision step just taken (the history ends with that
     turn's tool results), else None."""
     tail = state.messages
     end = len(tail)
     while end and isinstance(tail[end - 1], ToolMessage):
         end -= 1
-    if end == len(tail) or not end or not _is_bridge_turn(tail[end - 1]):
+    if end == len(tail) or not end or not _is_held_turn(tail[end - 1]):
         return None
     return state.held_draft
 

@@ -19,7 +19,7 @@ from typing import Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from sleuth.agents.guided.agents import missing_words, split_question
 from sleuth.agents.guided.structured import StructuredResult, call_structured
@@ -35,6 +35,14 @@ MAX_MEMORY_READS = 2
 """Sections cited by a similar past run that the plan re-reads first."""
 
 StepAction = Literal["search", "read", "follow_references", "answer"]
+ACTION_ALIASES = {
+    "rag_search": "search",
+    "read_section": "read",
+    "outline": "read",
+    "follow": "follow_references",
+    "final_answer": "answer",
+}
+"""Tool names a model writes as plan actions, read as the step they stand for."""
 
 
 class PlanStep(BaseModel):
@@ -48,10 +56,28 @@ class PlanStep(BaseModel):
     )
     purpose: str = Field(default="", description="What this step should establish")
 
+    @field_validator("action", mode="before")
+    @classmethod
+    def _alias(cls, value: object) -> object:
+        if isinstance(value, str):
+            key = value.strip().lower()
+            return ACTION_ALIASES.get(key, key)
+        return value
+
     @field_validator("target", "purpose")
     @classmethod
     def _strip(cls, value: str) -> str:
         return " ".join(value.split())
+
+    @model_validator(mode="after")
+    def _no_invented_targets(self) -> PlanStep:
+        # a section is named by its source_id (one token); a URL or a phrase is a guess:
+        # the step then means "the best sections found"
+        if self.action in ("read", "follow_references") and (
+            "://" in self.target or len(self.target.split()) > 1
+        ):
+            self.target = ""
+        return self
 
     def describe(self) -> str:
         """``search 'X' — purpose`` style text for the trace."""

@@ -45,7 +45,7 @@ from sleuth.agents.finish import finish_answer
 from sleuth.agents.heuristic import compose_answer
 from sleuth.agents.planning import MAX_REPLANS, PlanningAgent, contradiction
 from sleuth.agents.reasoner import Decision, Reasoner
-from sleuth.agents.reflection import MAX_REVISIONS, critique_draft
+from sleuth.agents.reflection import CRITIQUE_NOTE, MAX_REVISIONS, critique_draft
 from sleuth.agents.state import AgentState, AgentStep, AgentStepType, RunStatus, ToolCallRequest
 from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
@@ -395,7 +395,7 @@ def reflect(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     if not critique.needs_revision:
         return {"critique": critique, "steps": steps}
     note = (
-        f"Critique of the draft: {critique.summary()}. Search for what is missing (for example "
+        f"{CRITIQUE_NOTE} {critique.summary()}. Search for what is missing (for example "
         f"'{critique.revision_query}'), then give the final answer again."
     )
     last = state.messages[-1] if state.messages else None
@@ -410,6 +410,7 @@ def reflect(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         "critique": critique,
         "reflections": state.reflections + 1,
         "draft": None,
+        "held_draft": draft,
         "is_complete": False,
         "messages": feedback,
         "steps": steps,

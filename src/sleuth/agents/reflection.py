@@ -28,6 +28,8 @@ from sleuth.tools.base import RunContext
 
 MAX_REVISIONS = 1
 """Revisions a critique may trigger per run."""
+CRITIQUE_NOTE = "Critique of the draft:"
+"""How the note that sends a critiqued draft back to the loop begins."""
 PART_COVERAGE = 0.5
 """A part of a multi-part question counts as answered when the answer and its cited sections
 hold more than this share of the part's terms."""
