@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from sleuth.agents.answer import GeneratedAnswer
-from sleuth.agents.events import AnswerEvent, DoneEvent, ErrorEvent, EventEmitter, EventSink
+from sleuth.agents.events import (
+    AnswerEvent,
+    DoneEvent,
+    ErrorEvent,
+    EventEmitter,
+    EventSink,
+    ObserveEvent,
+)
 from sleuth.agents.guided import GuidedRuntime
 from sleuth.agents.guided.agents import is_multi_part
 from sleuth.agents.heuristic import HeuristicReasoner
@@ -28,6 +35,7 @@ from sleuth.agents.state import AgentState, AgentStep, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.config import Settings
 from sleuth.errors import UserError
+from sleuth.llm.retry_notice import retry_notices
 from sleuth.memory import AgentMemory, Memory
 from sleuth.retrieval.search import KnowledgeBase
 from sleuth.retrieval.text import terms
@@ -247,15 +255,18 @@ class AgentService:
             self.settings.strict_grounding if strict_grounding is None else strict_grounding,
         )
         similar = [m.citations for m in recalled if _similar(query, m.question)]
-        if mode == "guided":
-            outcome = self._run_guided(
-                query.strip(), ctx, tools, emitter, deadline, checks, similar[0] if similar else []
-            )
-        else:
-            limit = max_iterations or self.settings.max_iterations
-            outcome = self._run_react(
-                query.strip(), ctx, tools, emitter, deadline, limit, task_id, checks, similar
-            )
+        recalled_citations = similar[0] if similar else []
+        # a model request waiting out a 429 Retry-After (or a 5xx) says so in the trace
+        with retry_notices(lambda line: emitter.emit(ObserveEvent(content=line))):
+            if mode == "guided":
+                outcome = self._run_guided(
+                    query.strip(), ctx, tools, emitter, deadline, checks, recalled_citations
+                )
+            else:
+                limit = max_iterations or self.settings.max_iterations
+                outcome = self._run_react(
+                    query.strip(), ctx, tools, emitter, deadline, limit, task_id, checks, similar
+                )
         trace = outcome.trace
         trace.update(
             mode=mode,

@@ -112,9 +112,21 @@ def test_qwen_15b_in_process_answers_with_its_own_cited_answer(tmp_path: Path, m
 class _Replay(BaseHTTPRequestHandler):
     replies: ClassVar[list[dict[str, Any]]] = []
     requests: ClassVar[list[dict[str, Any]]] = []
+    throttled: ClassVar[int] = 0
+    """Requests answered ``429`` with ``Retry-After: 1`` before the replies start."""
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if type(self).throttled > 0:
+            type(self).throttled -= 1
+            error = b'{"error": {"message": "Rate limit reached", "type": "rate_limit"}}'
+            self.send_response(429)
+            self.send_header("Retry-After", "1")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(error)))
+            self.end_headers()
+            self.wfile.write(error)
+            return
         type(self).requests.append(body)
         message = type(self).replies[min(len(type(self).requests), len(type(self).replies)) - 1]
         payload = json.dumps(
@@ -183,3 +195,38 @@ def test_double_encoded_arguments_and_content_parts_over_the_wire(
     second = replay_server.requests[1]["messages"]
     assert any(m.get("tool_calls") for m in second if m["role"] == "assistant")
     assert any(m["role"] == "tool" and m.get("tool_call_id") == "call_1" for m in second)
+
+
+def test_a_rate_limited_request_says_so_in_the_trace_while_it_waits(
+    tmp_path: Path, replay_server: type[_Replay]
+) -> None:
+    replay_server.throttled = 1
+    replay_server.replies = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "rag_search", "arguments": '{"query": "murder"}'},
+                }
+            ],
+        },
+        {"role": "assistant", "content": "Death or imprisonment for life [1]."},
+    ]
+    events: list[Any] = []
+    service = make_service(tmp_path, reasoner=_reasoner(replay_server.url, "replay"))  # type: ignore[attr-defined]
+    with testing.block_model_requests(False):
+        response = service.execute_agentic_search(
+            MURDER, "test", use_memory=False, sinks=[events.append]
+        )
+    waits = [e.content for e in events if e.type == "observe" and "retrying in" in e.content]
+    assert waits == [
+        "The model provider asked to wait (rate limit or a busy server): retrying in 1 s "
+        "(retry 1 of 2)."
+    ]
+    # shown while the first (forced) search call waits, before it runs
+    wait_at = next(i for i, e in enumerate(events) if getattr(e, "content", "") == waits[0])
+    assert wait_at < next(i for i, e in enumerate(events) if e.type == "tool_call")
+    assert response.status == RunStatus.COMPLETED

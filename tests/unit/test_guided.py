@@ -34,6 +34,7 @@ from sleuth.agents.guided.agents import (
     parse_intent,
     plan_question,
     refine_query,
+    split_question,
 )
 from sleuth.agents.guided.schemas import CragVerdict, Plan
 from sleuth.agents.guided.structured import call_structured
@@ -764,3 +765,26 @@ def test_are_x_and_y_both_questions_split_into_well_formed_parts() -> None:
         "Are Sathish Kalathil film directors?",
     ]
     assert is_multi_part("Were Oberon and Titania both moons of Uranus?")
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        (
+            "What is dowry death and how is it punished?",
+            ["What is dowry death?", "How is dowry death punished?"],
+        ),
+        (
+            "What is theft and what is its punishment?",
+            ["What is theft?", "What is the punishment of theft?"],
+        ),
+        ("What is bail? Who grants it?", ["What is bail?", "Who grants bail?"]),
+        # "they" may be another noun of the first part: left as written
+        (
+            "What are the powers of the police and when can they arrest without a warrant?",
+            ["What are the powers of the police?", "When can they arrest without a warrant?"],
+        ),
+    ],
+)
+def test_sub_questions_keep_their_subject(question: str, parts: list[str]) -> None:
+    assert split_question(question)[0] == parts

@@ -141,7 +141,7 @@ export function App() {
             type="password"
             autoComplete="off"
             value={keyDraft}
-            placeholder="sk-…  (sleuth users create NAME)"
+            placeholder="sleuth_…  (from: sleuth users create NAME)"
             onChange={(e) => setKeyDraft(e.target.value)}
           />
           <button type="submit">Save key</button>

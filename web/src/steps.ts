@@ -48,6 +48,8 @@ export function parseCrag(content: string): Crag {
   return { verdict: verdict ? verdict[1] : "?", gap: gap ? gap[1].trim() || null : null };
 }
 
+/** A duration for the step list: "37 ms" under a second (fast runs), "2.4 s", "41 s". */
 export function seconds(s: number): string {
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
   return s < 10 ? `${s.toFixed(1)} s` : `${Math.round(s)} s`;
 }

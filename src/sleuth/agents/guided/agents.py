@@ -535,6 +535,33 @@ def _complete(fragment: str, left: str) -> str:
     return f"{lead.group(1)} {fragment}" if lead else fragment
 
 
+_DEFINITION = re.compile(
+    r"^(?:what|who|which)\s+(?:is|are|was|were)\s+(?:an?\s+|the\s+)?(.+?)\s*\?*$", re.I
+)
+_POSSESSIVE = re.compile(r"\bits\s+([a-z][\w-]*(?:\s+[a-z][\w-]*)?)(?=\s*\?|$)", re.I)
+_PRONOUN = re.compile(r"\bit\b", re.I)
+
+
+def with_subject(parts: list[str]) -> list[str]:
+    """Later sub-questions that refer back by pronoun get the first one's subject: after
+    "What is dowry death?", "How is it punished?" → "How is dowry death punished?" and "What
+    is its punishment?" → "What is the punishment of dowry death?". A sub-question is
+    searched on its own, so a bare "it" finds nothing. Only a first part of the form "What
+    is X?" gives a subject, and only "it"/"its" are resolved ("they" may name another noun
+    of the first part: "the powers of the police … when can they arrest")."""
+    subject = _DEFINITION.match(parts[0]) if parts else None
+    if subject is None or len(subject.group(1).split()) > 6:
+        return parts
+    name = subject.group(1).rstrip("?. ")
+    out = [parts[0]]
+    for part in parts[1:]:
+        fixed = _POSSESSIVE.sub(lambda m: f"the {m.group(1)} of {name}", part, count=1)
+        if fixed == part:
+            fixed = _PRONOUN.sub(name, part, count=1)
+        out.append(fixed)
+    return out
+
+
 def split_question(question: str) -> tuple[list[str], str]:
     """Cue-based split of a multi-part question into (sub_questions, synthesis_hint).
 
@@ -546,10 +573,12 @@ def split_question(question: str) -> tuple[list[str], str]:
     q = " ".join(question.split())
     if q.count("?") >= 2:
         parts = [p.strip() for p in re.findall(r"[^?]+\?", q)]
-        return [_sentence(p) for p in parts if _content_terms(p)], "Answer each question."
+        subs = [_sentence(p) for p in parts if _content_terms(p)]
+        return with_subject(subs), "Answer each question."
     if _AND_QUESTION.search(q):
         parts = _AND_QUESTION.split(q.rstrip("?.! "))
-        return [_sentence(p) for p in parts if _content_terms(p)], "Answer each part."
+        subs = [_sentence(p) for p in parts if _content_terms(p)]
+        return with_subject(subs), "Answer each part."
     for pattern in (_BETWEEN, _COMPARE):
         match = pattern.search(q)
         if match:
