@@ -22,6 +22,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials
+from starlette.concurrency import run_in_threadpool
 
 from sleuth import __version__
 from sleuth.api.auth import current_user
@@ -184,7 +185,8 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
 
     Returns:
         The application. Background runs and ingestion jobs stop with its lifespan (the
-        ones running are waited for; queued ones are dropped).
+        ones running are waited for; queued jobs stay in the catalog and resume at the next
+        start, as do jobs a killed server left behind).
     """
     owns = sleuth is None
     if sleuth is None:
@@ -200,6 +202,8 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # ingestion jobs a stopped (or killed) server left unfinished are taken over
+        await run_in_threadpool(state.jobs.resume)
         yield
         state.close()
 

@@ -386,7 +386,7 @@ def collections_router(settings: Settings) -> APIRouter:
         responses={**_AUTH, **_404},
     )
     def list_jobs(name: CollectionName, user: CurrentUser, state: State) -> list[JobOut]:
-        """The collection's jobs since the server started, newest first."""
+        """The collection's jobs, newest first (kept in the catalog across restarts)."""
         state.collection_of(user, name)
         return [j.out() for j in state.jobs.of_collection(name)]
 

@@ -292,6 +292,57 @@ class _RunRow(_Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+class _JobRow(_Base):
+    """An ingestion job of the HTTP API: written before its ``202`` is answered."""
+
+    __tablename__ = "ingest_jobs"
+    __table_args__ = (
+        Index("ix_ingest_jobs_collection_created", "collection", "created_at"),
+        Index("ix_ingest_jobs_state", "state"),
+    )
+
+    job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    collection: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[str] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(32))
+    staged: Mapped[Any] = mapped_column(JSON)
+    progress: Mapped[Any | None] = mapped_column(JSON, nullable=True)
+    files: Mapped[Any | None] = mapped_column(JSON, nullable=True)
+    warnings: Mapped[Any | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+_JOB_COLUMNS = (
+    "job_id",
+    "collection",
+    "user_id",
+    "state",
+    "staged",
+    "progress",
+    "files",
+    "warnings",
+    "error",
+    "worker",
+    "heartbeat_at",
+    "created_at",
+    "started_at",
+    "finished_at",
+)
+_JOB_TIMES = ("heartbeat_at", "created_at", "started_at", "finished_at")
+
+
+def _job_to_dict(row: _JobRow) -> dict[str, Any]:
+    out = {name: getattr(row, name) for name in _JOB_COLUMNS}
+    for name in _JOB_TIMES:
+        out[name] = _aware(out[name])
+    return out
+
+
 _RUN_COLUMNS = (
     "task_id",
     "collection",
@@ -1250,3 +1301,76 @@ class Catalog:
         stmt = stmt.order_by(_RunRow.created_at.desc(), _RunRow.task_id).limit(max(0, limit))
         with self._session() as session:
             return [_run_to_dict(r) for r in session.scalars(stmt)]
+
+    # ---------------------------------------------------------------- ingestion jobs
+
+    def save_job(self, job: Mapping[str, Any]) -> None:
+        """Insert or update an ingestion job (keys: the columns of :func:`get_job`; on
+        insert ``job_id``, ``collection``, ``user_id``, ``state`` and ``staged`` at least).
+
+        Raises:
+            ValueError: ``job_id`` missing, or an unknown key.
+        """
+        job_id = job.get("job_id")
+        if not job_id:
+            raise ValueError("save_job: the job has no 'job_id'")
+        unknown = sorted(set(job) - set(_JOB_COLUMNS))
+        if unknown:
+            raise ValueError(f"save_job: unknown keys {', '.join(unknown)}")
+        values = {k: (_to_datetime(v) if k in _JOB_TIMES else v) for k, v in job.items()}
+        with self._session() as session, session.begin():
+            row = session.get(_JobRow, job_id)
+            if row is None:
+                session.add(_JobRow(**values))
+            else:
+                for key, value in values.items():
+                    setattr(row, key, value)
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        """The job as a dict: job_id, collection, user_id, state, staged (file name → path of
+        the upload), progress, files, warnings (JSON), error, worker, heartbeat_at,
+        created_at, started_at, finished_at (UTC datetimes)."""
+        with self._session() as session:
+            row = session.get(_JobRow, job_id)
+            return None if row is None else _job_to_dict(row)
+
+    def list_jobs(
+        self, collection: str | None = None, states: Sequence[str] | None = None, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Jobs, newest first, optionally of one collection and in some states."""
+        stmt = select(_JobRow)
+        if collection is not None:
+            stmt = stmt.where(_JobRow.collection == collection)
+        if states is not None:
+            stmt = stmt.where(_JobRow.state.in_(list(states)))
+        stmt = stmt.order_by(_JobRow.created_at.desc(), _JobRow.job_id).limit(max(0, limit))
+        with self._session() as session:
+            return [_job_to_dict(r) for r in session.scalars(stmt)]
+
+    def claim_job(self, job_id: str, worker: str, previous: str | None) -> bool:
+        """Make ``worker`` the job's worker if its worker is still ``previous`` (one atomic
+        conditional UPDATE: of several processes taking over the same job, exactly one
+        succeeds, on SQLite and PostgreSQL alike). Returns whether this one did."""
+        owner = _JobRow.worker.is_(None) if previous is None else _JobRow.worker == previous
+        stmt = (
+            update(_JobRow)
+            .where(_JobRow.job_id == job_id, owner)
+            .values(worker=worker, heartbeat_at=_now())
+        )
+        with self._session() as session, session.begin():
+            return session.execute(stmt).rowcount == 1
+
+    def touch_jobs(self, job_ids: Sequence[str], worker: str) -> None:
+        """Renew the heartbeat of the jobs ``worker`` still holds."""
+        stmt = (
+            update(_JobRow)
+            .where(_JobRow.job_id.in_(list(job_ids)), _JobRow.worker == worker)
+            .values(heartbeat_at=_now())
+        )
+        with self._session() as session, session.begin():
+            session.execute(stmt)
+
+    def delete_jobs(self, collection: str) -> int:
+        """Forget the jobs of a collection; returns how many."""
+        with self._session() as session, session.begin():
+            return session.execute(delete(_JobRow).where(_JobRow.collection == collection)).rowcount

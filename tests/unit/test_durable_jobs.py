@@ -1,0 +1,138 @@
+"""Ingestion jobs are catalog rows: status URLs survive restarts, unfinished jobs resume."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from sleuth.api import create_app
+from sleuth.store.catalog import Catalog
+from tests.api_helpers import ApiEnv, make_api
+
+DEAD_WORKER = f"{socket.gethostname()}:999999999:deadbeef"  # no such pid on this host
+
+
+def _wait_job(client: TestClient, env: ApiEnv, url: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 20
+    job: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        job = client.get(url, headers=env.auth()).json()
+        if job.get("state") in ("succeeded", "failed"):
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job did not finish: {job}")
+
+
+def _left_behind(env: ApiEnv, job_id: str, staged: dict[str, Path], state: str) -> None:
+    """The catalog row a killed server leaves: the job accepted, its worker gone."""
+    env.sleuth.catalog.save_job(
+        {
+            "job_id": job_id,
+            "collection": "notes",
+            "user_id": env.user_ids["alice"],
+            "state": state,
+            "staged": {name: str(path) for name, path in staged.items()},
+            "files": [{"name": name, "status": "pending"} for name in staged],
+            "progress": {"files_total": len(staged)},
+            "worker": DEAD_WORKER,
+        }
+    )
+
+
+def _notes(env: ApiEnv) -> None:
+    with TestClient(env.app) as client:
+        assert client.post("/collections", json={"name": "notes"}, headers=env.auth()).is_success
+
+
+def test_a_finished_jobs_status_url_works_after_a_restart(tmp_path: Path) -> None:
+    env = make_api(tmp_path)
+    with TestClient(env.app) as client:
+        client.post("/collections", json={"name": "notes"}, headers=env.auth())
+        files = [("files", ("cats.md", b"# Cats\n\nCats purr and chase mice.\n"))]
+        job = client.post("/collections/notes/documents", files=files, headers=env.auth()).json()
+        done = _wait_job(client, env, job["status_url"])
+    assert done["state"] == "succeeded"
+    # a new process: nothing of the old one's memory is left
+    again = create_app(sleuth=env.sleuth)
+    with TestClient(again) as client:
+        read = client.get(job["status_url"], headers=env.auth())
+        assert read.status_code == 200
+        assert read.json()["state"] == "succeeded"
+        assert read.json()["files"][0]["status"] == "added"
+        listed = client.get("/collections/notes/jobs", headers=env.auth()).json()
+        assert [j["job_id"] for j in listed] == [job["job_id"]]
+        # another user still cannot read it
+        assert client.get(job["status_url"], headers=env.auth("bob")).status_code == 404
+
+
+def test_a_job_a_killed_server_left_running_resumes_at_start(tmp_path: Path) -> None:
+    env = make_api(tmp_path)
+    _notes(env)
+    staging = env.sleuth.settings.data_dir / "uploads" / ".staging" / "j1"
+    staging.mkdir(parents=True)
+    (staging / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
+    _left_behind(env, "j1", {"owls.md": staging / "owls.md"}, "running")
+
+    with TestClient(create_app(sleuth=env.sleuth)) as client:
+        done = _wait_job(client, env, "/collections/notes/jobs/j1")
+        assert done["state"] == "succeeded", done
+        assert "resumed after a server restart" in done["warnings"]
+        docs = client.get("/collections/notes/documents", headers=env.auth()).json()
+        assert [d["doc_id"] for d in docs] == ["owls"]
+    row = env.sleuth.catalog.get_job("j1")
+    assert row is not None and row["worker"] != DEAD_WORKER
+    assert not staging.exists()  # moved into the collection's upload folder, then ingested
+
+
+def test_a_job_moved_but_not_ingested_resumes_from_the_collection_folder(tmp_path: Path) -> None:
+    env = make_api(tmp_path)
+    _notes(env)
+    moved = env.sleuth.settings.data_dir / "uploads" / "notes" / "owls.md"
+    moved.parent.mkdir(parents=True)
+    moved.write_text("# Owls\n\nOwls hunt at night.\n")
+    gone = env.sleuth.settings.data_dir / "uploads" / ".staging" / "j2" / "owls.md"
+    _left_behind(env, "j2", {"owls.md": gone}, "running")
+    with TestClient(create_app(sleuth=env.sleuth)) as client:
+        assert _wait_job(client, env, "/collections/notes/jobs/j2")["state"] == "succeeded"
+
+
+def test_a_job_whose_files_are_gone_is_failed_with_the_reason(tmp_path: Path) -> None:
+    env = make_api(tmp_path)
+    _notes(env)
+    lost = env.sleuth.settings.data_dir / "uploads" / ".staging" / "j3" / "lost.md"
+    _left_behind(env, "j3", {"lost.md": lost}, "queued")
+    with TestClient(create_app(sleuth=env.sleuth)) as client:
+        done = _wait_job(client, env, "/collections/notes/jobs/j3")
+    assert done["state"] == "failed"
+    assert "lost.md were not found at restart; upload them again" in done["error"]
+
+
+def test_a_job_of_a_live_worker_is_not_taken_over(tmp_path: Path) -> None:
+    env = make_api(tmp_path)
+    _notes(env)
+    staging = env.sleuth.settings.data_dir / "uploads" / ".staging" / "j4"
+    staging.mkdir(parents=True)
+    (staging / "owls.md").write_text("Owls.\n")
+    _left_behind(env, "j4", {"owls.md": staging / "owls.md"}, "queued")
+    live = "another-host:1:cafe"  # heartbeat fresh: another process still holds it
+    env.sleuth.catalog.save_job({"job_id": "j4", "worker": live, "heartbeat_at": time.time()})
+    app = create_app(sleuth=env.sleuth)
+    with TestClient(app):
+        assert app.state.sleuth.jobs.resume() == []
+    row = env.sleuth.catalog.get_job("j4")
+    assert row is not None and (row["state"], row["worker"]) == ("queued", live)
+
+
+def test_exactly_one_process_claims_a_job(tmp_path: Path) -> None:
+    catalog = Catalog(f"sqlite:///{tmp_path / 'c.sqlite3'}")
+    catalog.save_job(
+        {"job_id": "j", "collection": "c", "user_id": "u", "state": "queued", "staged": {}}
+    )
+    catalog.save_job({"job_id": "j", "worker": "old"})
+    assert catalog.claim_job("j", "a", "old") is True
+    assert catalog.claim_job("j", "b", "old") is False  # b saw the old worker too: too late
+    assert catalog.get_job("j")["worker"] == "a"  # type: ignore[index]
