@@ -202,8 +202,9 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        # ingestion jobs a stopped (or killed) server left unfinished are taken over
+        # work a stopped (or killed) server left unfinished: jobs are taken over, runs end
         await run_in_threadpool(state.jobs.resume)
+        await run_in_threadpool(state.runs.recover)
         yield
         state.close()
 

@@ -25,7 +25,6 @@ import contextlib
 import logging
 import os
 import shutil
-import socket
 import threading
 import time
 import uuid
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.api.schemas import JobFile, JobOut, JobProgress, JobState
+from sleuth.api.workers import is_gone, worker_name
 from sleuth.app import Sleuth
 from sleuth.errors import SleuthError
 from sleuth.store.catalog import Catalog
@@ -179,20 +179,6 @@ class _Progress:
         self.persist(self.job)
 
 
-def _this_host() -> str:
-    return socket.gethostname()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
-
-
 class JobRegistry:
     """Queues and runs ingestion jobs on one worker thread; keeps them in the catalog.
 
@@ -209,7 +195,7 @@ class JobRegistry:
         self.catalog: Catalog = sleuth.catalog
         self.uploads = sleuth.settings.data_dir / "uploads"
         self.lock = threading.RLock()
-        self.worker = f"{_this_host()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.worker = worker_name()
         """This process's name in the catalog's ``worker`` column (host:pid:nonce)."""
         self._jobs: OrderedDict[str, IngestJob] = OrderedDict()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sleuth-ingest")
@@ -279,7 +265,7 @@ class JobRegistry:
         Returns the ids of the jobs taken over (queued or failed)."""
         taken: list[str] = []
         for row in self.catalog.list_jobs(states=("queued", "running"), limit=10_000):
-            if row["worker"] == self.worker or not self._gone(row):
+            if not is_gone(row["worker"], row["heartbeat_at"], STALE_AFTER_S, self.worker):
                 continue
             if not self.catalog.claim_job(row["job_id"], self.worker, row["worker"]):
                 continue  # another process took it over first
@@ -340,20 +326,6 @@ class JobRegistry:
             self.catalog.save_job({**job.record(), "worker": self.worker, "heartbeat_at": _now()})
         except Exception as exc:
             logger.warning("could not record ingestion job %s: %s", job.job_id, exc)
-
-    def _gone(self, row: dict[str, Any]) -> bool:
-        """Whether the job's worker no longer runs: none recorded; a process of this host
-        whose pid is gone (or is this process under an old name); or silent for
-        :data:`STALE_AFTER_S`."""
-        worker = row["worker"] or ""
-        host, _, rest = worker.partition(":")
-        pid = rest.partition(":")[0]
-        if not worker or (host == _this_host() and pid.isdigit() and not _pid_alive(int(pid))):
-            return True
-        if host == _this_host() and pid == str(os.getpid()):
-            return True  # this process, restarted in place (pid reused): its jobs are lost
-        beat = row["heartbeat_at"]
-        return beat is None or (_now() - beat).total_seconds() > STALE_AFTER_S
 
     def _upload_of(self, job: IngestJob, name: str) -> Path | None:
         """Where an upload of ``job`` is now: its staging path, else the collection's

@@ -13,6 +13,13 @@ that has seen ``done`` finds the finished run at ``GET /agent/search/{task_id}``
 Disconnect policy: *finish and store*. A run does not depend on its readers; a client that
 goes away mid-stream leaves the run going, and its result (answer, steps, trace, events) is
 stored and can be read or streamed again later.
+
+Durability: a run is stored as ``running`` (with this process's worker name, see
+:mod:`sleuth.api.workers`) when it is accepted, and its events are written as it goes (at
+most every :data:`PERSIST_EVERY_S`). A run a killed or stopped server left in flight reads
+``interrupted`` after the next start (:meth:`RunRegistry.recover`): its stored events are
+kept and an ``error`` event ends them, so ``GET /agent/search/{id}`` and its stream end
+cleanly instead of hanging or answering 404.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from typing import Any
 from sleuth.agents.events import AgentEvent, AgentEventAdapter, ErrorEvent
 from sleuth.agents.state import RunStatus
 from sleuth.api.schemas import AgentSearchRequest, AgentSearchResponse
+from sleuth.api.workers import is_gone, worker_name
 from sleuth.errors import SleuthError
 from sleuth.service import AgentService
 from sleuth.store.catalog import Catalog
@@ -38,6 +46,10 @@ from sleuth.store.catalog import Catalog
 logger = logging.getLogger(__name__)
 
 TERMINAL = frozenset({"done", "error"})
+INTERRUPTED = "interrupted"
+INTERRUPTED_MESSAGE = "interrupted: the server stopped while this run was in flight; ask again"
+PERSIST_EVERY_S = 2.0
+"""A running run's events are written to the catalog at most this often."""
 RETAIN_FINISHED_S = 600.0
 """A finished run stays in memory this long (seconds); later it is read from the catalog."""
 
@@ -113,6 +125,15 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _as_datetime(value: Any) -> datetime | None:
+    """A stored timestamp (datetime or ISO string) as an aware UTC datetime."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if isinstance(value, datetime) and value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value if isinstance(value, datetime) else None
+
+
 @dataclass
 class RunHandle:
     """One run of the API: who asked what, its events, and its result once finished."""
@@ -160,6 +181,9 @@ class RunRegistry:
         self.agent = agent
         self.catalog = catalog
         self.max_active = max_active
+        self.worker = worker_name()
+        self.stale_after_s = 2 * agent.settings.run_timeout_s + 60
+        """A run in flight this long after its last write belongs to a gone process."""
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sleuth-run")
         self._runs: dict[str, RunHandle] = {}
         self._lock = threading.Lock()
@@ -180,6 +204,7 @@ class RunRegistry:
                     f"{self.max_active}); retry later"
                 )
             self._runs[handle.task_id] = handle
+        self._record_start(handle)
         pool_future = self._pool.submit(self._execute, handle)
         pool_future.add_done_callback(lambda f: self._settle(handle, f))
         return handle
@@ -198,8 +223,38 @@ class RunRegistry:
             ]
 
     def shutdown(self) -> None:
-        """Drop the waiting runs (they end with an ``error`` event) and wait for the others."""
+        """Drop the waiting runs (they end ``interrupted``, with an ``error`` event) and wait
+        for the others."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def recover(self) -> list[str]:
+        """Mark the runs a gone process left in flight ``interrupted``: their stored events
+        kept, an ``error`` event appended. Returns their task ids."""
+        done: list[str] = []
+        for run in self.catalog.list_runs(status="running", limit=10_000):
+            worker = run.get("worker")
+            beat = run.get("heartbeat_at") or run.get("created_at")
+            if worker is None or not is_gone(
+                worker, _as_datetime(beat), self.stale_after_s, self.worker
+            ):
+                continue
+            events = list(run.get("events") or [])
+            last = max((int(e.get("seq", 0)) for e in events), default=0)
+            end = ErrorEvent(message=INTERRUPTED_MESSAGE, seq=last + 1, task_id=run["task_id"])
+            self.catalog.save_run(
+                {
+                    "task_id": run["task_id"],
+                    "status": INTERRUPTED,
+                    "error": INTERRUPTED_MESSAGE,
+                    "finished_at": _now(),
+                    "trace": {**(run.get("trace") or {}), "error": INTERRUPTED_MESSAGE},
+                    "events": [*events, AgentEventAdapter.dump_python(end, mode="json")],
+                }
+            )
+            done.append(run["task_id"])
+        if done:
+            logger.warning("%d runs were in flight when the server stopped: interrupted", len(done))
+        return done
 
     # ------------------------------------------------------------------ internals
 
@@ -213,10 +268,43 @@ class RunRegistry:
         for key in old:
             del self._runs[key]
 
+    def _record_start(self, handle: RunHandle) -> None:
+        """Store the accepted run as ``running`` (a failure is logged: the run goes on)."""
+        req = handle.request
+        try:
+            self.catalog.save_run(
+                {
+                    "task_id": handle.task_id,
+                    "collection": req.collection,
+                    "user_id": handle.user_id,
+                    "question": req.query,
+                    "mode": req.mode,
+                    "status": "running",
+                    "created_at": handle.created_at,
+                    "worker": self.worker,
+                    "heartbeat_at": _now().isoformat(),
+                    "events": [],
+                }
+            )
+        except Exception as exc:
+            logger.warning("run %s could not be recorded: %s", handle.task_id, exc)
+
+    def _record_events(self, handle: RunHandle) -> None:
+        """Write the run's events so far (its heartbeat too)."""
+        events = [AgentEventAdapter.dump_python(e, mode="json") for e in handle.buffer.all()]
+        try:
+            self.catalog.save_run(
+                {"task_id": handle.task_id, "events": events, "heartbeat_at": _now().isoformat()}
+            )
+        except Exception as exc:
+            logger.warning("run %s events could not be recorded: %s", handle.task_id, exc)
+
     def _settle(self, handle: RunHandle, pool_future: Future[AgentSearchResponse]) -> None:
         """Resolve the handle's future from the pool's (a cancelled run fails cleanly)."""
         if pool_future.cancelled():
-            result = self._fail(handle, "the server shut down before the run started")
+            result = self._fail(
+                handle, "the server shut down before the run started", status=INTERRUPTED
+            )
         elif pool_future.exception() is not None:  # _execute never raises; just in case
             result = self._fail(handle, f"{type(pool_future.exception()).__name__}")
         else:
@@ -227,12 +315,16 @@ class RunRegistry:
     def _execute(self, handle: RunHandle) -> AgentSearchResponse:
         req = handle.request
         held: list[AgentEvent] = []
+        written = [time.monotonic()]
 
         def sink(event: AgentEvent) -> None:
             if event.type in TERMINAL:
                 held.append(event)  # published once the run is stored
             else:
                 handle.buffer.add(event)
+                if time.monotonic() - written[0] >= PERSIST_EVERY_S:
+                    written[0] = time.monotonic()
+                    self._record_events(handle)
 
         try:
             response = self.agent.execute_agentic_search(
@@ -271,7 +363,11 @@ class RunRegistry:
         return result
 
     def _fail(
-        self, handle: RunHandle, message: str, held: list[AgentEvent] | None = None
+        self,
+        handle: RunHandle,
+        message: str,
+        held: list[AgentEvent] | None = None,
+        status: str = RunStatus.ERROR.value,
     ) -> AgentSearchResponse:
         """End a run that the service could not run: an ``error`` event and a stored record."""
         if handle.finished:
@@ -286,7 +382,7 @@ class RunRegistry:
             query=handle.request.query,
             collection=handle.request.collection,
             mode=handle.request.mode,
-            status=RunStatus.ERROR.value,
+            status=status,
             error=message,
             trace={"error": message},
             created_at=handle.created_at,

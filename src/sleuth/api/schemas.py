@@ -28,8 +28,10 @@ RunState = Literal[
     "repeated_action",
     "timeout",
     "error",
+    "interrupted",
 ]
-"""``running`` while the run goes on, then the :class:`RunStatus` it ended with."""
+"""``running`` while the run goes on, then the :class:`RunStatus` it ended with, or
+``interrupted`` when the server stopped while it was in flight."""
 _RUN_STATES = frozenset(get_args(RunState))
 
 

@@ -1290,10 +1290,16 @@ class Catalog:
             return None if row is None else _run_to_dict(row)
 
     def list_runs(
-        self, collection: str | None = None, user_id: str | None = None, limit: int = 50
+        self,
+        collection: str | None = None,
+        user_id: str | None = None,
+        limit: int = 50,
+        status: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Runs, newest first, optionally of one collection and/or one user."""
+        """Runs, newest first, optionally of one collection, one user and/or one status."""
         stmt = select(_RunRow)
+        if status is not None:
+            stmt = stmt.where(_RunRow.status == status)
         if collection is not None:
             stmt = stmt.where(_RunRow.collection == collection)
         if user_id is not None:

@@ -1,4 +1,5 @@
-"""Ingestion jobs are catalog rows: status URLs survive restarts, unfinished jobs resume."""
+"""Accepted work survives the process: ingestion jobs are catalog rows whose status URLs
+outlive restarts and that resume; runs in flight when the server stopped read ``interrupted``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from sleuth.api import create_app
 from sleuth.store.catalog import Catalog
-from tests.api_helpers import ApiEnv, make_api
+from tests.api_helpers import ApiEnv, SlowReasoner, make_api, sse_events
 
 DEAD_WORKER = f"{socket.gethostname()}:999999999:deadbeef"  # no such pid on this host
 
@@ -136,3 +137,71 @@ def test_exactly_one_process_claims_a_job(tmp_path: Path) -> None:
     assert catalog.claim_job("j", "a", "old") is True
     assert catalog.claim_job("j", "b", "old") is False  # b saw the old worker too: too late
     assert catalog.get_job("j")["worker"] == "a"  # type: ignore[index]
+
+
+# ---------------------------------------------------------------- runs
+
+
+def _run_left_in_flight(env: ApiEnv, task_id: str) -> None:
+    """The row of a run the killed server was streaming: two events stored, no end."""
+    events = [
+        {"seq": 1, "task_id": task_id, "type": "observe", "content": "Question: q", "timestamp": 1},
+        {
+            "seq": 2,
+            "task_id": task_id,
+            "type": "think",
+            "content": "I search.",
+            "iteration": 0,
+            "timestamp": 2,
+        },
+    ]
+    env.sleuth.catalog.save_run(
+        {
+            "task_id": task_id,
+            "collection": "test",
+            "user_id": env.user_ids["alice"],
+            "question": "What is the punishment for murder?",
+            "mode": "react",
+            "status": "running",
+            "worker": DEAD_WORKER,
+            "events": events,
+        }
+    )
+
+
+def test_a_run_in_flight_when_the_server_died_reads_interrupted(tmp_path: Path) -> None:
+    env = make_api(tmp_path)
+    _run_left_in_flight(env, "r1")
+    with TestClient(create_app(sleuth=env.sleuth)) as client:
+        run = client.get("/agent/search/r1", headers=env.auth()).json()
+        assert run["status"] == "interrupted"
+        assert "the server stopped while this run was in flight" in run["error"]
+        with client.stream("GET", "/agent/search/r1/stream", headers=env.auth()) as r:
+            events = sse_events(r)  # ends: no hang
+        assert [e["event"] for e in events] == ["observe", "think", "error"]
+        assert [int(e["id"]) for e in events] == [1, 2, 3]
+        listed = client.get("/agent/search", headers=env.auth()).json()
+        assert listed[0]["task_id"] == "r1" and listed[0]["status"] == "interrupted"
+
+
+def test_an_accepted_run_is_stored_running_before_it_ends(tmp_path: Path) -> None:
+    env = make_api(tmp_path, reasoner=SlowReasoner(0.3))
+    with TestClient(env.app) as client:
+        body = {
+            "query": "What is the punishment for murder?",
+            "collection": "test",
+            "stream": True,
+            "use_memory": False,
+        }
+        accepted = client.post("/agent/search", json=body, headers=env.auth()).json()
+        row = env.sleuth.catalog.get_run(accepted["task_id"])
+        assert row is not None and row["status"] == "running"
+        assert row["worker"] == env.app.state.sleuth.runs.worker
+        deadline = time.monotonic() + 30
+        while client.get(accepted["result_url"], headers=env.auth()).json()["status"] == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # the live process's own runs are never taken for interrupted
+        assert env.app.state.sleuth.runs.recover() == []
+    row = env.sleuth.catalog.get_run(accepted["task_id"])
+    assert row is not None and row["status"] == "completed" and row["events"][-1]["type"] == "done"
