@@ -105,7 +105,13 @@ def free_port() -> int:
 
 def start_server(ddir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
-    env.update(SLEUTH_DATA_DIR=str(ddir), SLEUTH_LLM="heuristic", SLEUTH_INDEX_BACKEND="local")
+    env.update(
+        SLEUTH_DATA_DIR=str(ddir),
+        SLEUTH_LLM="heuristic",
+        SLEUTH_INDEX_BACKEND="local",
+        SLEUTH_API_USER_RATE="100000/minute",
+        SLEUTH_API_USER_MAX_RUNS="1000",
+    )
     sleuth = Path(sys.executable).with_name("sleuth")
     with log.open("wb") as out:
         proc = subprocess.Popen(

@@ -12,6 +12,9 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+RATE_PATTERN = re.compile(r"[1-9]\d*\s*/\s*(?:\d+\s*)?(?:second|minute|hour|day)s?", re.I)
+"""A rate as ``limits`` reads it: ``120/minute``, ``10/second``, ``1000/2 hours``."""
+
 ENV_PREFIX = "SLEUTH_"
 SECRET_FIELDS = frozenset({"llm_api_key", "milvus_token"})
 """Fields whose values are never printed (``sleuth config`` shows ``***``)."""
@@ -174,6 +177,22 @@ class Settings(BaseSettings):
         ge=1,
         description="HTTP API: runs running or waiting at most; a new one beyond answers 429",
     )
+    api_user_rate: str = Field(
+        default="120/minute",
+        description="HTTP API: requests per user (a rate such as '120/minute', '10/second', "
+        "'1000/hour'; moving window); more answer 429 with Retry-After",
+    )
+    api_user_max_runs: int = Field(
+        default=8,
+        ge=1,
+        description="HTTP API: runs one user may have running or waiting at once; more answer 429",
+    )
+    upload_quota_bytes: int = Field(
+        default=1024 * 1024 * 1024,
+        ge=1,
+        description="HTTP API: bytes of uploaded files one user may keep (all their "
+        "collections together); an upload beyond answers 413",
+    )
     upload_max_bytes: int = Field(
         default=100 * 1024 * 1024,
         ge=1,
@@ -192,6 +211,16 @@ class Settings(BaseSettings):
         description="sleuth mcp: the user (name) its requests run as; default: none (local "
         "installation, every collection)",
     )
+
+    @field_validator("api_user_rate")
+    @classmethod
+    def _rate(cls, value: str) -> str:
+        if not RATE_PATTERN.fullmatch(value.strip()):
+            raise ValueError(
+                f"{value!r} is not a rate: write N/second, N/minute, N/hour or N/day "
+                "(e.g. 120/minute)"
+            )
+        return value.strip()
 
     @field_validator("mcp_servers")
     @classmethod

@@ -9,6 +9,7 @@ list of field errors, plus ``message``: the errors on one line, each naming its 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -28,6 +29,7 @@ from sleuth import __version__
 from sleuth.api.auth import current_user
 from sleuth.api.collections import collections_router
 from sleuth.api.jobs import JobRegistry
+from sleuth.api.quotas import UserLimits
 from sleuth.api.runs import RunRegistry
 from sleuth.api.schemas import Health
 from sleuth.api.search import router as search_router
@@ -42,6 +44,60 @@ logger = logging.getLogger(__name__)
 
 JSON_BODY_LIMIT = 1024 * 1024
 """Largest JSON request body (bytes); uploads have their own limit."""
+
+TOO_LARGE = (
+    f"the request body is larger than {JSON_BODY_LIMIT} bytes (1 MiB), the limit for JSON "
+    "requests; uploads go to POST /collections/{name}/documents"
+)
+
+
+class _JsonTooLarge:
+    """ASGI wrapper: the plain-text ``413 Content Too Large`` that the framework's body
+    limit sends (a declared ``Content-Length`` over the limit) answered in the API's JSON
+    error shape (``{"detail": …}``) instead."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replaced = False
+
+        async def send_json(message: Any) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start" and message["status"] == 413:
+                headers = dict(message.get("headers") or [])
+                if headers.get(b"content-type", b"").startswith(b"text/plain"):
+                    replaced = True
+                    return
+            if replaced:
+                if message["type"] == "http.response.body" and not message.get("more_body"):
+                    body = json.dumps({"detail": TOO_LARGE}).encode()
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": 413,
+                            "headers": [
+                                (b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode()),
+                            ],
+                        }
+                    )
+                    await send({"type": "http.response.body", "body": body})
+                return
+            await send(message)
+
+        await self.app(scope, receive, send_json)
+
+
+class _SleuthAPI(FastAPI):
+    """FastAPI with every error, the framework's own 413 included, in the JSON shape."""
+
+    def build_middleware_stack(self) -> Any:
+        return _JsonTooLarge(super().build_middleware_stack())
+
 
 DESCRIPTION = """\
 sleuth answers questions over your documents with an agent that searches, reads, follows
@@ -197,6 +253,7 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
         sleuth=sleuth,
         runs=RunRegistry(sleuth.agent, sleuth.catalog, s.api_run_workers, s.api_max_queued_runs),
         jobs=JobRegistry(sleuth),
+        limits=UserLimits(s),
         owns_sleuth=owns,
     )
 
@@ -208,7 +265,7 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
         yield
         state.close()
 
-    app = FastAPI(
+    app = _SleuthAPI(
         title="sleuth",
         version=__version__,
         description=DESCRIPTION,

@@ -29,8 +29,11 @@ def current_user(
 ) -> UserInfo:
     """The user whose API key the request carries.
 
+    Every authenticated request counts against the user's rate (``SLEUTH_API_USER_RATE``).
+
     Raises:
-        HTTPException: 401 (no key, or not a valid key) or 403 (the key was revoked).
+        HTTPException: 401 (no key, or not a valid key), 403 (the key was revoked) or 429
+            (the user's request rate is spent; ``Retry-After`` says when to retry).
     """
     challenge = {"WWW-Authenticate": "Bearer"}
     if credentials is None:
@@ -42,6 +45,7 @@ def current_user(
         raise HTTPException(401, "invalid API key", challenge)
     if user.disabled:
         raise HTTPException(403, f"the API key of user '{user.name}' has been revoked")
+    state.limits.check_rate(user.id)
     return user
 
 

@@ -44,6 +44,10 @@ CollectionName = Annotated[
 _AUTH: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "Missing or invalid API key"},
     403: {"model": Problem, "description": "The API key was revoked"},
+    429: {
+        "model": Problem,
+        "description": "The user's request rate (or runs at once) is spent; see Retry-After",
+    },
 }
 _404: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem, "description": "No such collection (or document, job) of the caller"}
@@ -110,6 +114,11 @@ def _submit(
 ) -> IngestJob:
     with state.jobs.lock:
         state.collection_of(user, name)  # not deleted while the files were written
+        owned = state.sleuth.catalog.list_collections(owner=user.id)
+        state.limits.check_upload(
+            [state.jobs.uploads / c.name for c in owned],
+            sum(path.stat().st_size for path in staged.values()),
+        )
         return state.jobs.submit(job_id, user.id, name, staged)
 
 

@@ -63,6 +63,23 @@ def create_user(catalog: Catalog, name: str) -> tuple[UserInfo, str]:
     return user, key
 
 
+def rotate_key(catalog: Catalog, name: str) -> tuple[UserInfo, str]:
+    """Issue a new API key for the user ``name``; the old one is revoked at once (its hash
+    is replaced) and a revoked user is active again.
+
+    Returns:
+        ``(user, key)``: the new key, returned this once.
+
+    Raises:
+        UserError: no user named ``name``.
+    """
+    user = catalog.get_user(name)
+    if user is None:
+        raise UserError(f"no user named '{name}' (see: sleuth users list)")
+    key = f"{KEY_PREFIX}{user.id.removeprefix('u_')}.{secrets.token_urlsafe(SECRET_BYTES)}"
+    return catalog.set_user_key(name, hash_api_key(key)), key
+
+
 def authenticate(catalog: Catalog, key: str) -> UserInfo | None:
     """The user holding ``key`` (disabled users included: the caller decides), or ``None``
     for a malformed or unknown key."""

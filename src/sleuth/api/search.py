@@ -43,6 +43,10 @@ router = APIRouter(tags=["agent search"])
 _AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "Missing or invalid API key"},
     403: {"model": Problem, "description": "The API key was revoked"},
+    429: {
+        "model": Problem,
+        "description": "The user's request rate (or runs at once) is spent; see Retry-After",
+    },
 }
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem, "description": "No such run (or collection) of the caller"},
@@ -94,6 +98,7 @@ async def agent_search(body: AgentSearchRequest, user: CurrentUser, state: State
     200 with ``status: "error"`` and the reason in ``error``.
     """
     await run_in_threadpool(state.collection_of, user, body.collection)
+    state.limits.check_runs(len(state.runs.active(user.id)))
     try:
         handle = state.runs.submit(user.id, body)
     except RunQueueFull as exc:

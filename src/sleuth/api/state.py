@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from fastapi import HTTPException, Request
 
 from sleuth.api.jobs import JobRegistry
+from sleuth.api.quotas import UserLimits
 from sleuth.api.runs import RunRegistry
 from sleuth.app import Sleuth
 from sleuth.store.catalog import CollectionInfo, UserInfo
@@ -23,6 +24,7 @@ class ApiState:
     sleuth: Sleuth
     runs: RunRegistry
     jobs: JobRegistry
+    limits: UserLimits
     owns_sleuth: bool = True
 
     def collection_of(self, user: UserInfo, name: str) -> CollectionInfo:

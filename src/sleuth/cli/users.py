@@ -78,6 +78,22 @@ def users_revoke(name: Annotated[str, typer.Argument(help="The user's name")]) -
     typer.echo(f"revoked the API key of {name}")
 
 
+@users_app.command("rotate")
+def users_rotate(name: Annotated[str, typer.Argument(help="The user's name")]) -> None:
+    """Issue a new API key (printed on stdout this once); the old key stops working now."""
+    from sleuth.api.keys import rotate_key
+
+    s = common.open_sleuth()
+    try:
+        user, key = rotate_key(s.catalog, name)
+    except SleuthError as exc:
+        raise common.fail(str(exc)) from exc
+    finally:
+        s.close()
+    err.print(f"new API key for {user.name} ({user.id}), shown this once; the old one is revoked:")
+    typer.echo(key)
+
+
 @users_app.command("assign")
 def users_assign(
     name: Annotated[str, typer.Argument(help="The user's name")],

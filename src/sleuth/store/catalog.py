@@ -738,6 +738,21 @@ class Catalog:
             row.disabled_at = (row.disabled_at or _now()) if disabled else None
             return _user_from_row(row)
 
+    def set_user_key(self, name: str, key_hash: str) -> UserInfo:
+        """Give a user a new API key (its hash): the old key stops working at once, and a
+        revoked user is active again.
+
+        Raises:
+            UserError: no user named ``name``.
+        """
+        with self._session() as session, session.begin():
+            row = session.scalar(select(_UserRow).where(_UserRow.name == name))
+            if row is None:
+                raise UserError(f"no user named '{name}'")
+            row.key_hash = key_hash
+            row.disabled_at = None
+            return _user_from_row(row)
+
     # ---------------------------------------------------------------- documents
 
     def get_document(self, collection: str, doc_id: str) -> DocumentInfo | None:
