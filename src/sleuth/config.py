@@ -177,8 +177,15 @@ class Settings(BaseSettings):
         ge=1,
         description="HTTP API: runs running or waiting at most; a new one beyond answers 429",
     )
+    api_shutdown_grace_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="sleuth serve: on SIGTERM/SIGINT, seconds given to running agent runs and "
+        "the running ingestion job to finish; runs still going are then marked interrupted, "
+        "the job resumes at the next start",
+    )
     api_user_rate: str = Field(
-        default="120/minute",
+        default="600/minute",
         description="HTTP API: requests per user (a rate such as '120/minute', '10/second', "
         "'1000/hour'; moving window); more answer 429 with Retry-After",
     )

@@ -249,6 +249,7 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
         settings = settings or Settings()
         sleuth = Sleuth(settings, ingest_embedder=IngestEmbedder(settings))
     s = sleuth.settings
+    grace_s = s.api_shutdown_grace_s
     state = ApiState(
         sleuth=sleuth,
         runs=RunRegistry(sleuth.agent, sleuth.catalog, s.api_run_workers, s.api_max_queued_runs),
@@ -263,7 +264,8 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
         await run_in_threadpool(state.jobs.resume)
         await run_in_threadpool(state.runs.recover)
         yield
-        state.close()
+        # SIGTERM/SIGINT (uvicorn): new requests are refused; running work gets the grace
+        state.close(grace_s)
 
     app = _SleuthAPI(
         title="sleuth",

@@ -293,12 +293,25 @@ class JobRegistry:
             self._queue(job)
         return taken
 
-    def shutdown(self) -> None:
-        """Wait for the running job; queued ones stay ``queued`` in the catalog, their files
-        kept, and are resumed by the next start."""
+    def shutdown(self, grace_s: float | None = None) -> bool:
+        """Wait for the running job — at most ``grace_s`` seconds when given; queued ones
+        stay ``queued`` in the catalog, their files kept, and are resumed by the next start,
+        as is a running job that outlives the grace (ingestion is idempotent). Returns
+        whether no job is still running."""
         self._closing.set()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown(wait=grace_s is None, cancel_futures=True)
         self._beat.join(timeout=5)
+        if grace_s is None:
+            return True
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                running = any(j.state == "running" for j in self._jobs.values())
+            if not running:
+                return True
+            time.sleep(0.05)
+        logger.warning("the running ingestion job will resume at the next start")
+        return False
 
     # ------------------------------------------------------------------ internals
 

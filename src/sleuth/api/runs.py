@@ -222,10 +222,39 @@ class RunRegistry:
                 if not h.finished and (user_id is None or h.user_id == user_id)
             ]
 
-    def shutdown(self) -> None:
+    def shutdown(self, grace_s: float | None = None) -> list[str]:
         """Drop the waiting runs (they end ``interrupted``, with an ``error`` event) and wait
-        for the others."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        for the running ones — at most ``grace_s`` seconds when given: the runs still going
+        then are stored ``interrupted`` (their events so far kept) and left to the process's
+        exit. Returns the ids of those."""
+        self._pool.shutdown(wait=grace_s is None, cancel_futures=True)
+        if grace_s is None:
+            return []
+        deadline = time.monotonic() + grace_s
+        for handle in self.active():
+            with contextlib.suppress(Exception):
+                handle.future.result(timeout=max(0.0, deadline - time.monotonic()))
+        left = [h for h in self.active() if not h.finished]
+        for handle in left:
+            events = [AgentEventAdapter.dump_python(e, mode="json") for e in handle.buffer.all()]
+            end = ErrorEvent(
+                message=INTERRUPTED_MESSAGE,
+                seq=len(events) + 1,
+                task_id=handle.task_id,
+            )
+            with contextlib.suppress(Exception):
+                self.catalog.save_run(
+                    {
+                        "task_id": handle.task_id,
+                        "status": INTERRUPTED,
+                        "error": INTERRUPTED_MESSAGE,
+                        "finished_at": _now(),
+                        "events": [*events, AgentEventAdapter.dump_python(end, mode="json")],
+                    }
+                )
+        if left:
+            logger.warning("%d runs outlived the shutdown grace: interrupted", len(left))
+        return [h.task_id for h in left]
 
     def recover(self) -> list[str]:
         """Mark the runs a gone process left in flight ``interrupted``: their stored events

@@ -40,12 +40,15 @@ class ApiState:
             raise HTTPException(404, f"collection '{name}' not found")
         return info
 
-    def close(self) -> None:
-        """Stop the background work, then close the installation (if the API opened it)."""
-        self.runs.shutdown()
-        self.jobs.shutdown()
-        if self.owns_sleuth:
+    def close(self, grace_s: float | None = None) -> bool:
+        """Stop the background work — waiting for it, or at most ``grace_s`` seconds (see
+        :meth:`RunRegistry.shutdown`, :meth:`JobRegistry.shutdown`) — then close the
+        installation (if the API opened it). Returns whether all work ended in time."""
+        left = self.runs.shutdown(grace_s)
+        settled = self.jobs.shutdown(grace_s)
+        if self.owns_sleuth and settled and not left:
             self.sleuth.close()
+        return settled and not left
 
 
 def get_state(request: Request) -> ApiState:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Annotated
 
 import typer
@@ -56,7 +57,34 @@ def serve(
             "needs an API key)"
         )
     err.print(f"sleuth API on http://{host}:{port} (docs: /docs); Ctrl-C stops it")
-    uvicorn.run(application, host=host, port=port, log_level=log_level)
+    grace = settings.api_shutdown_grace_s
+    # uvicorn handles SIGTERM/SIGINT (stop accepting, let work finish within the grace),
+    # then raises the signal again for the previous handler: a graceful stop exits 0
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    uvicorn.run(
+        application,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=max(1, round(grace)),
+    )
+    # work that outlived the grace is recorded (runs interrupted, jobs to resume): a thread
+    # still waiting on a model must not keep the process alive
+    _exit_now_if_threads_linger()
+
+
+def _exit_now_if_threads_linger() -> None:
+    """Exit with status 0 at once when worker threads outlived the shutdown grace."""
+    import os
+    import sys
+    import threading
+
+    lingering = [t for t in threading.enumerate() if t.is_alive() and not t.daemon]
+    if len(lingering) > 1:  # the main thread and others
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def mcp_server(

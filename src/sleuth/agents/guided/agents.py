@@ -441,18 +441,25 @@ def evaluate_evidence(
 
 
 def heuristic_refinement(
-    question: str, missing_information: str, previous_queries: Sequence[str] = ()
+    question: str,
+    missing_information: str,
+    previous_queries: Sequence[str] = (),
+    found: Sequence[str] = (),
 ) -> Refinement:
     """Gap-hint query: ``missing_information`` with the name the question ties it to.
 
     Candidates, first :func:`~sleuth.retrieval.text.novel_query` wins (two content terms at
     least, not a repeat or a subset of an earlier search): the gap with its anchor name
     (:func:`~sleuth.retrieval.text.anchored_query`), the question's key phrase + the gap, the
-    gap alone. When none is novel the first is returned and the runtime stops refining.
+    gap alone, then the gap with the title of each of the ``found`` sections (the best ones
+    retrieved so far: what the last hop found, IRCoT-style — "the founder of the label that
+    released X" goes on with the label's name). When none is novel the first is returned
+    and the runtime stops refining.
     """
     gap = " ".join(missing_information.split()) or key_phrase(question)
     key = key_phrase(question)
     candidates = [anchored_query(question, gap), once(f"{key} {gap}"), gap]
+    candidates += [once(f"{title} {gap}") for title in found]
     query = next((c for c in candidates if novel_query(c, previous_queries)), candidates[0])
     return Refinement(refined_query=query, rationale=f"Search again for what was missing: {gap}.")
 
@@ -465,8 +472,10 @@ def refine_query(
     *,
     max_retries: int = 2,
     usage: UsageSink | None = None,
+    found: Sequence[str] = (),
 ) -> StructuredResult[Refinement]:
-    """The refinement agent: a new query driven by the CRAG gap hint.
+    """The refinement agent: a new query driven by the CRAG gap hint (``found``: titles of
+    the best sections retrieved so far, for the heuristic fallback).
 
     Output validator: the query must be a :func:`~sleuth.retrieval.text.novel_query` after
     ``previous_queries`` and contain at least one content term of
@@ -501,7 +510,7 @@ def refine_query(
         _messages("guided_refine", human),
         max_retries=max_retries,
         fallback=lambda: heuristic_refinement(
-            question, verdict.missing_information, previous_queries
+            question, verdict.missing_information, previous_queries, found
         ),
         name="refine_query",
         validator=validate,

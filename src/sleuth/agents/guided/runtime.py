@@ -693,6 +693,10 @@ def refine(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         return {"next_step": "evaluate", "round": state.round + 1}
     judged = rt.results.get("crag_evaluator")
     by_model = rt.llm_agents == "all" or (judged is not None and judged.from_model)
+    among = [*rt.target_sources.get(state.target_index, []), *rt.shared_sources]
+    titles = [
+        rt.section(sid).title.split(" > ")[-1] for sid in rt.ranked(target, among)[:READ_PER_TARGET]
+    ]
     result = refine_query(
         target,
         verdict,
@@ -700,6 +704,7 @@ def refine(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         rt.model if by_model else None,
         max_retries=rt.max_retries,
         usage=rt.usage_for("refinement"),
+        found=titles,
     )
     rt.record("refinement", result)
     query = result.value.refined_query
