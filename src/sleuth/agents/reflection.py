@@ -23,7 +23,7 @@ from sleuth.agents.guided.structured import StructuredResult, call_structured
 from sleuth.agents.support import SupportChecker
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import STOPWORDS, coverage, novel_query, terms, words
+from sleuth.retrieval.text import STOPWORDS, coverage, novel_query, once, terms, words
 from sleuth.tools.base import RunContext
 
 MAX_REVISIONS = 1
@@ -82,7 +82,8 @@ def heuristic_critique(
     neither. Unsupported claims: sentences whose citations all failed the support check, or
     that cite nothing. Revision: a search for the missing words, when it is a
     :func:`~sleuth.retrieval.text.novel_query` (two content terms at least, not a repeat or
-    a subset of an earlier search).
+    a subset of an earlier search), else for them with the title of one of the two best
+    sections found.
     """
     report = validate_citations(draft, ctx, checker)
     answer = report.answer
@@ -105,7 +106,19 @@ def heuristic_critique(
     ]
     query = " ".join(missing_words)
     # a whole missing part may be one word ("theft"); left-over words need two
-    novel = novel_query(query, ctx.searches, min_terms=1 if len(parts) >= 2 else 2)
+    min_terms = 1 if len(parts) >= 2 else 2
+    novel = novel_query(query, ctx.searches, min_terms=min_terms)
+    if not novel and missing_words:
+        # the missing words alone were searched already: pair them with what the best
+        # sections found are about (the last hop's entity, IRCoT-style)
+        from sleuth.agents.heuristic import rank_sections  # heuristic imports this module
+
+        for sid, _ in rank_sections(question, ctx)[:2]:
+            title = ctx.retrieved[sid][0].title_path[-1] if ctx.retrieved[sid] else ""
+            candidate = once(f"{title} {query}")
+            if title and novel_query(candidate, ctx.searches):
+                query, novel = candidate, True
+                break
     revise = novel and bool(missing_parts or unsupported)
     return Critique(
         missing_parts=missing_parts,
