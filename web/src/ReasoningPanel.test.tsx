@@ -115,7 +115,7 @@ describe("ReasoningPanel", () => {
 
   it("shows step timings", () => {
     render(<ReasoningPanel events={EVENTS.slice(0, 3)} running />);
-    expect(within(steps()[2]).getByText(/\+1\.0 s \(0\.5 s\)/)).toBeTruthy();
+    expect(within(steps()[2]).getByText(/\+1\.0 s \(500 ms\)/)).toBeTruthy();
   });
 
   it("shows a running indicator until the terminal event", () => {
