@@ -31,6 +31,7 @@ from sleuth.agents.heuristic import HeuristicReasoner
 from sleuth.agents.planning import PlanningAgent
 from sleuth.agents.react import RunRuntime, build_react_graph
 from sleuth.agents.reasoner import Reasoner
+from sleuth.agents.scope import named_documents
 from sleuth.agents.state import AgentState, AgentStep, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.config import Settings
@@ -242,6 +243,12 @@ class AgentService:
         task_id = task_id or uuid.uuid4().hex
         emitter = EventEmitter(task_id, sinks)
         ctx = RunContext(collection=collection, user_id=user_id)
+        if named_documents(query):  # the answer must come from the document it names
+            ctx.documents = [
+                d.title or d.doc_id
+                for d in self.kb.catalog.list_documents(collection)
+                if d.status == "indexed"
+            ]
         use_memory = use_memory and self.settings.memory
         # MCP tools: for a model choosing tools in the ReAct loop (the heuristic reasoner and
         # the guided runtime use the built-in tools only, so no server is contacted for them)

@@ -109,7 +109,8 @@ export type RunState =
   | "max_iterations"
   | "repeated_action"
   | "timeout"
-  | "error";
+  | "error"
+  | "interrupted";
 
 /** sleuth.api.schemas.AgentSearchRequest */
 export interface AgentSearchRequest {

@@ -15,6 +15,7 @@ from sleuth.agents.citations import (
     validate_citations,
 )
 from sleuth.agents.heuristic import compose_answer
+from sleuth.agents.scope import decline, not_held
 from sleuth.agents.state import RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.retrieval.search import join_parts
@@ -22,6 +23,7 @@ from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext
 
 UNCITED = "the answer cited no section retrieved in this run"
+OUT_OF_SCOPE = "the question names a document the collection does not hold"
 REPAIR_PROMPT = (
     "Your answer cites none of the numbered results, so it cannot be checked. Write it "
     "again using only the numbered results: after each claim put the number of the result "
@@ -252,6 +254,10 @@ def finish_answer(
     4. Status: ``stop_status`` when the loop was stopped, else ``insufficient_context`` or
        ``completed``.
 
+    A question naming a document (an act, a code…) that the collection does not hold
+    (``ctx.documents``, :func:`~sleuth.agents.scope.not_held`) is declined, saying what the
+    collection holds, whatever the draft says.
+
     With ``from_model`` the draft is a model's: its short answer is kept apart from the
     checks and put first (:func:`split_short_answer`; checked to occur in the cited
     sections); a short answer of the wrong shape for the question (:func:`answer_type`)
@@ -259,6 +265,21 @@ def finish_answer(
     attached; when nothing cited survives, ``repair`` (if given) asks the model once more
     before the extractive replacement.
     """
+    if ctx.documents is not None:
+        titles = [*ctx.documents, *(c[0].title_path[-1] for c in ctx.retrieved.values() if c)]
+        missing = not_held(question, titles)
+        if missing:
+            declined = AnswerDraft(
+                answer_text=decline(missing, ctx.documents), is_insufficient_context=True
+            )
+            report = validate_citations(declined, ctx, checker, strict_grounding)
+            return FinishedAnswer(
+                answer=report.answer,
+                status=stop_status or RunStatus.INSUFFICIENT_CONTEXT,
+                report=report,
+                replaced=OUT_OF_SCOPE,
+                source="replaced" if from_model else "extractive",
+            )
     short: str | None = None
     rounds = 0
     if from_model and not draft.is_insufficient_context:

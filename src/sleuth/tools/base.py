@@ -59,6 +59,9 @@ class RunContext:
     withheld: dict[str, str] = field(default_factory=dict)
     """Evidence sentences kept out of extractive answers (prompt injection, secrets: see
     :mod:`sleuth.agents.safety`) → why; reported in the trace by the citation check."""
+    documents: list[str] | None = None
+    """Titles of the collection's documents, loaded when the question names a document (an
+    act, a code…): the final answer checks the collection holds it (:mod:`sleuth.agents.scope`)."""
     usage: dict[str, int] = field(default_factory=dict)
     usage_by_stage: dict[str, dict[str, int]] = field(default_factory=dict)
     stage: str = ""

@@ -1,0 +1,74 @@
+"""Questions about documents the collection does not hold.
+
+A question that names an act, a code or a similar document by its title ("… under the
+Consumer Protection Act, 2019?") and whose collection holds no document of that title is
+declined, saying what the collection does hold — not answered from the section of another
+document that happens to share a number or a topic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from sleuth.retrieval.text import STOPWORDS, terms
+
+_KINDS = (
+    "Act|Code|Sanhita|Adhiniyam|Rules|Regulations?|Constitution|Convention|Treaty|Ordinance"
+    "|Directive|Charter|Statute"
+)
+_NAMED_DOCUMENT = re.compile(
+    rf"\b((?:[A-Z][\w'’.-]*,?\s+(?:(?:of|on|for|to|in|the)\s+)*){{1,8}}(?:{_KINDS}))\b"
+    r"(?:,?\s+(\d{4}))?"
+)
+_GENERIC = frozenset(terms("the act code rules regulation regulations of on for and this that"))
+MAX_LISTED = 6
+
+
+def named_documents(question: str) -> list[str]:
+    """The document titles ``question`` names ("The Consumer Protection Act, 2019"), as
+    written, each once."""
+    found = []
+    for match in _NAMED_DOCUMENT.finditer(question):
+        words = match.group(1).split()
+        while len(words) > 1 and words[0].lower() in STOPWORDS:  # "Under the …", "The …"
+            words = words[1:]
+        name = " ".join(words)
+        if len(words) < 2 or not _distinctive(name):  # "Act" alone, "This Act"
+            continue
+        found.append(f"{name}, {match.group(2)}" if match.group(2) else name)
+    return list(dict.fromkeys(found))
+
+
+def _distinctive(title: str) -> set[str]:
+    return {t for t in terms(title) if t not in _GENERIC and not t.isdigit()}
+
+
+def not_held(question: str, titles: Sequence[str]) -> list[str]:
+    """The documents ``question`` names that none of ``titles`` is: a title holds a named
+    document when one's distinctive words (not "the", "act", a year) are all in the other
+    ("the Bharatiya Nyaya Sanhita" and "The Bharatiya Nyaya Sanhita, 2023"; a sentence's
+    first word caught in the name, "Compare the Bharatiya Nyaya Sanhita", does not matter).
+    Empty when the question names none, or names at least one the collection holds (a
+    question comparing a held act with another is answered)."""
+    named = named_documents(question)
+    if not named:
+        return []
+    held = [d for d in (_distinctive(t) for t in titles) if d]
+
+    def is_held(name: str) -> bool:
+        words = _distinctive(name)
+        return any(words <= h or h <= words for h in held)
+
+    missing = [n for n in named if not is_held(n)]
+    return missing if len(missing) == len(named) else []
+
+
+def decline(missing: Sequence[str], titles: Sequence[str]) -> str:
+    """The answer text of the decline: what is asked about, and what the collection holds."""
+    shown = [t for t in dict.fromkeys(titles) if t][:MAX_LISTED]
+    more = len(set(titles)) - len(shown)
+    holds = ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+    return f"Insufficient context: this collection does not hold {' or '.join(missing)}" + (
+        f"; it holds {holds}." if holds else "."
+    )

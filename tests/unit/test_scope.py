@@ -1,0 +1,63 @@
+"""A question naming a document the collection does not hold is declined with what it holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from sleuth.agents.scope import named_documents, not_held
+from tests.helpers import make_service
+
+HELD = [
+    "The Bharatiya Nagarik Suraksha Sanhita, 2023",
+    "The Bharatiya Nyaya Sanhita, 2023",
+    "The Bharatiya Sakshya Adhiniyam, 2023",
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "missing"),
+    [
+        (
+            "Who is a consumer under the Consumer Protection Act, 2019?",
+            ["Consumer Protection Act, 2019"],
+        ),
+        ("What does section 302 of the Indian Penal Code say?", ["Indian Penal Code"]),
+        ("What is the Right to Information Act?", ["Right to Information Act"]),
+        ("What should I know about bail under The Bharatiya Nagarik Suraksha Sanhita, 2023?", []),
+        ("What does the Bharatiya Nyaya Sanhita say on theft?", []),  # no year: still held
+        # one named document is held: answered (it may compare the two)
+        ("Compare the Bharatiya Nyaya Sanhita and the Indian Penal Code on murder.", []),
+        ("What is the punishment for murder?", []),  # names no document
+        ("How does This Act define a child?", []),  # "This Act" names nothing
+    ],
+)
+def test_named_documents_the_collection_does_not_hold(question: str, missing: list[str]) -> None:
+    assert not_held(question, HELD) == missing
+
+
+def test_named_documents_keep_their_year() -> None:
+    assert named_documents("Under the Consumer Protection Act, 2019, who is a consumer?") == [
+        "Consumer Protection Act, 2019"
+    ]
+
+
+@pytest.mark.parametrize("mode", ["react", "guided"])
+def test_both_modes_decline_a_question_about_another_act(tmp_path, mode: str) -> None:
+    service = make_service(tmp_path)  # one document: "Test Act"
+    response = service.execute_agentic_search(
+        "What is the punishment for murder under the Indian Penal Code?", "test", mode=mode
+    )
+    assert response.status == "insufficient_context"
+    assert response.answer.citations == []
+    assert response.answer.answer_text == (
+        "Insufficient context: this collection does not hold Indian Penal Code; it holds Test Act."
+    )
+    assert (
+        response.trace["answer_replaced"]
+        == "the question names a document the collection does not hold"
+    )
+    # the same question about the act it holds is answered
+    held = service.execute_agentic_search(
+        "What is the punishment for murder under the Test Act?", "test", mode=mode
+    )
+    assert held.status == "completed" and held.answer.citations
