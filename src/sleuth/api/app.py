@@ -265,7 +265,7 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
         await run_in_threadpool(state.runs.recover)
         yield
         # SIGTERM/SIGINT (uvicorn): new requests are refused; running work gets the grace
-        state.close(grace_s)
+        state.settled = state.close(grace_s)
 
     app = _SleuthAPI(
         title="sleuth",

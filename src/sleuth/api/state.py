@@ -26,6 +26,9 @@ class ApiState:
     jobs: JobRegistry
     limits: UserLimits
     owns_sleuth: bool = True
+    settled: bool = True
+    """False once a shutdown left work running past its grace (``sleuth serve`` then exits
+    at once instead of waiting for those threads)."""
 
     def collection_of(self, user: UserInfo, name: str) -> CollectionInfo:
         """The user's collection ``name``.

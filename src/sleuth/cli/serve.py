@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from typing import Annotated
 
 import typer
@@ -71,17 +73,7 @@ def serve(
     )
     # work that outlived the grace is recorded (runs interrupted, jobs to resume): a thread
     # still waiting on a model must not keep the process alive
-    _exit_now_if_threads_linger()
-
-
-def _exit_now_if_threads_linger() -> None:
-    """Exit with status 0 at once when worker threads outlived the shutdown grace."""
-    import os
-    import sys
-    import threading
-
-    lingering = [t for t in threading.enumerate() if t.is_alive() and not t.daemon]
-    if len(lingering) > 1:  # the main thread and others
+    if not application.state.sleuth.settled:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
