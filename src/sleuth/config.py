@@ -190,7 +190,7 @@ class Settings(BaseSettings):
         "'1000/hour'; moving window); more answer 429 with Retry-After",
     )
     api_user_max_runs: int = Field(
-        default=8,
+        default=32,
         ge=1,
         description="HTTP API: runs one user may have running or waiting at once; more answer 429",
     )
