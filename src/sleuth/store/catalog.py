@@ -450,6 +450,14 @@ def _chunk_from_row(row: _ChunkRow, refs: Sequence[Reference] = ()) -> Chunk:
     )
 
 
+def _named_user(session: Session, name: str) -> _UserRow:
+    """The user row named ``name``; UserError when there is none."""
+    row = session.scalar(select(_UserRow).where(_UserRow.name == name))
+    if row is None:
+        raise UserError(f"no user named '{name}'")
+    return row
+
+
 def _doc_from_row(row: _DocumentRow) -> DocumentInfo:
     return DocumentInfo(
         doc_id=row.doc_id,
@@ -732,9 +740,7 @@ class Catalog:
             UserError: no user named ``name``.
         """
         with self._session() as session, session.begin():
-            row = session.scalar(select(_UserRow).where(_UserRow.name == name))
-            if row is None:
-                raise UserError(f"no user named '{name}'")
+            row = _named_user(session, name)
             row.disabled_at = (row.disabled_at or _now()) if disabled else None
             return _user_from_row(row)
 
@@ -746,9 +752,7 @@ class Catalog:
             UserError: no user named ``name``.
         """
         with self._session() as session, session.begin():
-            row = session.scalar(select(_UserRow).where(_UserRow.name == name))
-            if row is None:
-                raise UserError(f"no user named '{name}'")
+            row = _named_user(session, name)
             row.key_hash = key_hash
             row.disabled_at = None
             return _user_from_row(row)
