@@ -6,6 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from sleuth.agents.finish import answer_type, fits_type
+from sleuth.agents.guided.agents import EvidenceSection, explain_from_evidence
 from sleuth.llm.testing import ScriptedChatModel
 from tests.unit.test_guided import run_guided
 from tests.unit.test_mentions import _corpus_app
@@ -90,3 +91,32 @@ def test_a_short_answer_of_the_right_shape_is_not_asked_again(tmp_path) -> None:
     assert len(model.calls) == 1
     assert result.answer.short_answer == "2014"
     assert result.trace["repair_rounds"] == 0
+
+
+BOARD_GAMES = [
+    EvidenceSection(
+        "Medici_game", "Medici (board game)", "Medici is a board game by Reiner Knizia.", 1
+    ),
+    EvidenceSection("Senet", "Senet", "Senet is a board game from ancient Egypt.", 2),
+]
+
+
+def test_a_yes_backed_by_numbers_is_explained_from_the_cited_sections() -> None:
+    # "yes" is in no section; the cited sections, read by the question's terms, explain it
+    text = explain_from_evidence(
+        "Are Medici and Senet both board games?", "Yes", ["1", "2"], BOARD_GAMES
+    )
+    assert text == (
+        "Medici is a board game by Reiner Knizia [1]. Senet is a board game from ancient Egypt [2]."
+    )
+
+
+def test_an_option_of_the_question_is_explained_without_numbers() -> None:
+    # the answer's words all come from the question ("Senet or Medici"): the sections that
+    # share most of the question's terms explain the pick
+    text = explain_from_evidence("Which is older, Senet or Medici?", "Senet", [], BOARD_GAMES)
+    assert "[2]" in text and "ancient Egypt" in text
+
+
+def test_an_answer_from_memory_is_still_not_explained() -> None:
+    assert explain_from_evidence("Who designed Medici?", "Uwe Rosenberg", ["1"], BOARD_GAMES) == ""

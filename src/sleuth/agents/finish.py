@@ -14,6 +14,7 @@ from sleuth.agents.citations import (
     clean_answer_text,
     validate_citations,
 )
+from sleuth.agents.comparison import check_yes_no
 from sleuth.agents.heuristic import compose_answer
 from sleuth.agents.scope import decline, not_held
 from sleuth.agents.state import RunStatus
@@ -43,6 +44,7 @@ AnswerType = Literal["yes/no", "year", "date", "number"]
 _AUX_START = re.compile(
     r"^\s*(?:are|is|was|were|do|does|did|can|could|has|have|had|will|would|should)\b", re.I
 )
+_LAST_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _CHOICE_OR_WH = re.compile(r"\b(?:or|what|which|who|whom|whose|when|where|why|how)\b", re.I)
 _YEAR_Q = re.compile(r"\b(?:what|which)\s+year\b", re.I)
 _DATE_Q = re.compile(r"^\s*when\b|\bwhat\s+(?:date|century|decade)\b", re.I)
@@ -80,6 +82,9 @@ class FinishedAnswer:
     replaced: str | None = None
     source: AnswerSource = "extractive"
     repair_rounds: int = 0
+    yes_no_check: str | None = None
+    """The evidence check of a yes/no comparison (:func:`~sleuth.agents.comparison.
+    check_yes_no`): its verdict and reason, and whether it overturned the model's."""
 
     @property
     def removed(self) -> list[RemovedCitation]:
@@ -103,6 +108,8 @@ class FinishedAnswer:
             )
         if self.replaced:
             parts.append(f"answer replaced: {self.replaced}")
+        if self.yes_no_check:
+            parts.append(f"yes/no check: {self.yes_no_check}")
         parts.append(f"answer source: {self.source}")
         return "; ".join(parts)
 
@@ -110,12 +117,13 @@ class FinishedAnswer:
         """Trace metadata: the citation report plus ``answer_replaced``, ``answer_source``
         (``model`` kept as written, ``repaired`` kept with citations attached or after a
         repair round, ``replaced`` by the extractive answer, ``extractive`` when no model
-        wrote it) and ``repair_rounds``."""
+        wrote it), ``repair_rounds`` and ``yes_no_check``."""
         return {
             **self.report.trace(),
             "answer_replaced": self.replaced,
             "answer_source": self.source,
             "repair_rounds": self.repair_rounds,
+            "yes_no_check": self.yes_no_check,
         }
 
 
@@ -160,10 +168,11 @@ def split_short_answer(draft: AnswerDraft) -> tuple[str | None, AnswerDraft]:
 def answer_type(question: str) -> AnswerType | None:
     """The shape a factoid question's short answer must have, when its wording says so:
     ``yes/no`` (opens with an auxiliary verb, offers no choice and asks no wh-question:
-    "Are A and B both …?"),
+    "Are A and B both …?"; the question's last sentence is read),
     ``year`` ("in what year"), ``date`` ("when …"), ``number`` ("how many", "population");
     else None (who, which, what …: any entity)."""
-    if _AUX_START.match(question) and not _CHOICE_OR_WH.search(question):
+    last = _LAST_SENTENCE.split(question.strip())[-1]  # "A has an OBE. Does B have one?"
+    if any(_AUX_START.match(q) and not _CHOICE_OR_WH.search(q) for q in (question, last)):
         return "yes/no"
     if _YEAR_Q.search(question):
         return "year"
@@ -339,6 +348,9 @@ def finish_answer(
         )
         report.answer = answer
         short = None
+    checked = None
+    if short and short.lower() in ("yes", "no") and answer_type(question) == "yes/no":
+        short, checked = _checked_yes_no(question, short, ctx)
     if short and not answer.is_insufficient_context:
         if not _short_supported(short, answer, ctx):
             if strict_grounding:
@@ -385,4 +397,16 @@ def finish_answer(
         replaced=replaced,
         source=source,
         repair_rounds=rounds,
+        yes_no_check=checked,
     )
+
+
+def _checked_yes_no(question: str, short: str, ctx: RunContext) -> tuple[str, str | None]:
+    """A model's yes/no to a comparison, overturned when the evidence plainly says the
+    other (:func:`~sleuth.agents.comparison.check_yes_no`): ``(short answer, trace note)``."""
+    check = check_yes_no(question, ctx)
+    if check is None:
+        return short, None
+    if check.verdict == short.lower():
+        return short, f"confirmed {check.verdict}: {check.reason}"
+    return check.verdict.capitalize(), f"{short} overturned to {check.verdict}: {check.reason}"

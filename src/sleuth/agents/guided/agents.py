@@ -48,6 +48,7 @@ from sleuth.agents.guided.schemas import (
     Verdict,
 )
 from sleuth.agents.guided.structured import StructuredResult, call_structured
+from sleuth.agents.support import ANSWER_WORDS
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.llm.toolcalls import ToolCallNormalizer
 from sleuth.prompts import load_prompt
@@ -823,13 +824,20 @@ def explain_from_evidence(
     :data:`EXPLANATION_SENTENCES`. When no cited section holds the answer's terms, the other
     sections are searched too (a small model often cites the wrong number); when none holds
     them, ``""``: a sentence that only shares the question's words would dress an answer
-    from memory as a cited one. ``""`` also when no sentence shares a term with the answer
-    or the question.
+    from memory as a cited one. A yes/no answer, or one whose terms all come from the
+    question (an option of "X or Y"), is explained from the cited sections by the question's
+    terms. ``""`` also when no sentence shares a term with the answer or the question.
     """
     by_ref = {str(e.number): e for e in evidence if e.number is not None}
     by_ref.update({e.source_id: e for e in evidence})
     chosen = list(dict.fromkeys(by_ref[c] for c in cited if c in by_ref))
-    wanted, asked = set(terms(short)), set(terms(question))
+    asked = set(terms(question))
+    # "Yes", or one of the options the question offers: no evidence need hold those words,
+    # the cited sections (else those sharing most of the question's terms) explain them
+    wanted = set(terms(short)) - ANSWER_WORDS - asked
+    if not wanted and not chosen:
+        overlap = sorted(evidence, key=lambda e: -len(asked & set(terms(f"{e.title} {e.text}"))))
+        chosen = overlap[:EXPLANATION_SENTENCES]
 
     def holds_answer(e: EvidenceSection) -> bool:
         return bool(wanted) and wanted <= set(terms(f"{e.title} {e.text}"))
