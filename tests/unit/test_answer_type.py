@@ -21,6 +21,9 @@ DATED = "Facts: Big Stone Gap is a 2014 film [Big_Stone_Gap_film].\nAnswer: 2014
     [
         ("Are Medici and Senet both board games?", "yes/no"),
         ("Does the director Puneet Sira also have one?", "yes/no"),
+        ("The director A has an OBE. Does the director B also have one?", "yes/no"),
+        ("Is St. Louis in Missouri?", "yes/no"),
+        ("Mr. Smith is here. Who is he?", None),
         ("Is Nantong or Jingdezhen larger?", None),  # a choice: an entity
         ("Do Lafzon Ki Kahani is a remake of a film released in which year?", "year"),
         ("In what year was the man born?", "year"),
@@ -69,6 +72,23 @@ def test_a_name_given_for_a_year_gets_one_repair_round(tmp_path) -> None:
     assert result.answer.short_answer == "2014"
     assert result.trace["repair_rounds"] == 1
     assert result.trace["answer_source"] == "repaired"
+
+
+def test_a_yes_to_a_wh_question_gets_one_repair_round(tmp_path) -> None:
+    app = _corpus_app(tmp_path)
+    model = ScriptedChatModel(
+        [
+            AIMessage("Facts: [1]\nAnswer: Yes"),
+            AIMessage("Facts: [1]\nAnswer: Big Stone Gap"),
+        ]
+    )
+    question = "Which 2014 romantic comedy did Adriana Trigiani direct?"
+    result, _, _ = run_guided(app, question, model, llm_agents="auto")
+    assert "asks for a name or phrase, not yes or no, but your short answer 'Yes'" in str(
+        model.calls[-1][-1].content
+    )
+    assert result.answer.short_answer == "Big Stone Gap"
+    assert result.trace["repair_rounds"] == 1
 
 
 def test_a_repair_of_the_wrong_shape_again_keeps_the_first_answer(tmp_path) -> None:

@@ -205,3 +205,47 @@ def test_an_accepted_run_is_stored_running_before_it_ends(tmp_path: Path) -> Non
         assert env.app.state.sleuth.runs.recover() == []
     row = env.sleuth.catalog.get_run(accepted["task_id"])
     assert row is not None and row["status"] == "completed" and row["events"][-1]["type"] == "done"
+
+
+def test_a_shutdown_stops_a_job_after_the_file_being_read_and_the_next_start_ends_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import sleuth.ingest.pipeline as pipeline
+
+    env = make_api(tmp_path)
+    _notes(env)
+    app = create_app(sleuth=env.sleuth)
+    registry = app.state.sleuth.jobs
+    real_load = pipeline.load_file
+
+    def load_then_shut_down(path: Path, options: Any) -> Any:
+        registry._closing.set()  # what a SIGTERM's shutdown does while this file is read
+        return real_load(path, options)
+
+    monkeypatch.setattr(pipeline, "load_file", load_then_shut_down)
+    files = [
+        ("files", (f"{name}.md", f"# {name.title()}\n\n{name.title()} are birds.\n".encode()))
+        for name in ("owls", "wrens", "larks")
+    ]
+    with TestClient(app) as client:
+        job = client.post("/collections/notes/documents", files=files, headers=env.auth())
+        job_id = job.json()["job_id"]
+        deadline = time.monotonic() + 20
+        while (row := env.sleuth.catalog.get_job(job_id)) and not row.get("warnings"):
+            assert time.monotonic() < deadline, row
+            time.sleep(0.05)
+        # the file being read was written whole; the others wait, the job with them
+        assert row["state"] == "queued" and row["finished_at"] is None
+        assert [f["status"] for f in row["files"]] == ["added", "pending", "pending"]
+        assert "the server stopped after 1 of 3 file(s)" in row["warnings"][-1]
+        docs = client.get("/collections/notes/documents", headers=env.auth()).json()
+        assert [d["doc_id"] for d in docs] == ["owls"]
+    monkeypatch.setattr(pipeline, "load_file", real_load)
+    env.sleuth.catalog.save_job({"job_id": job_id, "worker": DEAD_WORKER})  # that process exited
+    with TestClient(create_app(sleuth=env.sleuth)) as client:
+        done = _wait_job(client, env, f"/collections/notes/jobs/{job_id}")
+        assert done["state"] == "succeeded", done
+        # the file indexed before the stop keeps its outcome ("added", not "unchanged")
+        assert [f["status"] for f in done["files"]] == ["added", "added", "added"]
+        docs = client.get("/collections/notes/documents", headers=env.auth()).json()
+        assert sorted(d["doc_id"] for d in docs) == ["larks", "owls", "wrens"]

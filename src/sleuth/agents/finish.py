@@ -62,7 +62,7 @@ _SHAPES: dict[str, re.Pattern[str]] = {
 }
 TYPE_REPAIR = (
     "The question asks for {kind}, but your short answer '{short}' is not one. Read the "
-    "numbered results again and answer the question itself: 'Answer: <the {kind}>', then the "
+    "numbered results again and answer the question itself: 'Answer: <{what}>', then the "
     "facts with their numbers."
 )
 STOPPED = {
@@ -191,19 +191,28 @@ def fits_type(short: str, kind: AnswerType) -> bool:
 
 def _retyped(question: str, short: str | None, draft: AnswerDraft, repair: Repair) -> AnswerDraft:
     """One repair round for a short answer of the wrong shape (a name where the question
-    asks for a year: the model answered the bridge entity, not the question). The new draft
-    is taken only when its short answer has the right shape; else ``draft`` stays."""
+    asks for a year: the model answered the bridge entity, not the question; a yes or no
+    where it asks which or who). The new draft is taken only when its short answer has the
+    right shape; else ``draft`` stays."""
     kind = answer_type(question)
-    if kind is None or not short or fits_type(short, kind):
+    if not short:
         return draft
-    fixed = repair(
-        TYPE_REPAIR.format(kind=f"a {kind}" if kind != "yes/no" else "yes or no", short=short),
-        draft,
-    )
+    if kind is None:  # "Which singer is American, A or B?" answered "Yes"
+        if not _YES_NO.fullmatch(short) or not _CHOICE_OR_WH.search(question):
+            return draft
+        wanted, what = "a name or phrase, not yes or no", "the name or phrase"
+    elif fits_type(short, kind):
+        return draft
+    else:
+        wanted, what = (f"a {kind}", f"the {kind}") if kind != "yes/no" else ("yes or no",) * 2
+    fixed = repair(TYPE_REPAIR.format(kind=wanted, what=what, short=short), draft)
     if fixed is None or fixed.is_insufficient_context:
         return draft
     new_short, _ = split_short_answer(fixed)
-    return fixed if new_short and fits_type(new_short, kind) else draft
+    if not new_short:
+        return draft
+    fits = fits_type(new_short, kind) if kind else not _YES_NO.fullmatch(new_short)
+    return fixed if fits else draft
 
 
 def readable_short_answer(short: str, ctx: RunContext) -> str:

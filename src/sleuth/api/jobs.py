@@ -17,6 +17,10 @@ older than :data:`STALE_AFTER_S`) is taken over — by exactly one process, thro
 :meth:`~sleuth.store.catalog.Catalog.claim_job` — and ingested again (ingestion is
 idempotent by content hash; a half-ingested file replaces its partial chunks), or marked
 ``failed`` when its files are gone. Status URLs keep working across restarts.
+
+At shutdown (:meth:`JobRegistry.shutdown`) the running job stops at a safe point: the files
+it has read are embedded and written whole, the rest are not read, and the job goes back to
+``queued`` with the outcomes so far, to be resumed by the next start.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ HEARTBEAT_S = 30.0
 PERSIST_EVERY_S = 2.0
 """Embedding progress is written to the catalog at most this often (state changes and file
 outcomes at once)."""
+WRITTEN = frozenset({"added", "replaced"})
+"""File outcomes that wrote a document: kept when a resumed job finds the file unchanged."""
 
 
 def _now() -> datetime:
@@ -163,8 +169,9 @@ class _Progress:
         name = Path(path).name
         with self.job.lock:
             self.job.progress.files_done += 1
-            if name in self.job.files:
-                self.job.files[name].status = status
+            known = self.job.files.get(name)
+            if known is not None and not (status == "unchanged" and known.status in WRITTEN):
+                known.status = status  # a file indexed before a restart keeps that outcome
         self._write()
 
     def on_chunks(self, n_embedded: int, n_total: int) -> None:
@@ -389,11 +396,17 @@ class JobRegistry:
                 job.staged = dict(zip(job.staged, paths, strict=True))
             self._persist(job)
             report = self.sleuth.pipeline.ingest(
-                paths, job.collection, progress=_Progress(job, self._persist)
+                paths,
+                job.collection,
+                progress=_Progress(job, self._persist),
+                stop=self._closing.is_set,  # at shutdown: after the file being read
             )
             with job.lock:
                 for outcome in report.files:
                     name = Path(outcome.path).name
+                    before = job.files.get(name)
+                    if outcome.status == "unchanged" and before and before.status in WRITTEN:
+                        continue  # indexed by this job before a restart: that is its outcome
                     job.files[name] = JobFile(
                         name=name,
                         doc_id=outcome.doc_id,
@@ -402,7 +415,15 @@ class JobRegistry:
                         message=self._public(outcome.message, target),
                     )
                 job.warnings = [*job.warnings, *(self._public(w, target) for w in report.warnings)]
-                job.state = "succeeded"
+                if report.stopped:  # shutdown: the rest waits in the catalog for the next start
+                    done = len(report.files)
+                    job.warnings.append(
+                        f"the server stopped after {done} of {len(paths)} file(s); "
+                        "the rest resume at the next start"
+                    )
+                    job.state = "queued"
+                else:
+                    job.state = "succeeded"
         except Exception as exc:
             message = str(exc) if isinstance(exc, SleuthError) else f"{type(exc).__name__}: {exc}"
             logger.warning("ingestion job %s failed: %s", job.job_id, message)
@@ -411,7 +432,8 @@ class JobRegistry:
                 job.error = message
         finally:
             with job.lock:
-                job.finished_at = _now()
+                if job.state != "queued":
+                    job.finished_at = _now()
             self._persist(job)
             if staging is not None and staging != target:
                 with contextlib.suppress(OSError):

@@ -118,6 +118,10 @@ class IngestReport(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     n_embedded: int = Field(default=0, description="Chunks embedded by this call")
     timings: IngestTimings = Field(default_factory=IngestTimings)
+    stopped: bool = Field(
+        default=False,
+        description="Asked to stop: the files after the last outcome were not read",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -245,6 +249,7 @@ class IngestPipeline:
         collection: str,
         options: RecordOptions | None = None,
         progress: ProgressCallback | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> IngestReport:
         """Ingest files, and directories searched recursively for supported suffixes.
 
@@ -253,6 +258,9 @@ class IngestPipeline:
             collection: the target collection (created on first use).
             options: how to read JSON/JSONL records (``None``: auto-detect).
             progress: receives per-file and per-chunk progress.
+            stop: asked before each file is read; when it returns true, no further file is
+                read, the files read so far are embedded and written as usual (a safe point:
+                whole documents only), and the report says ``stopped``.
 
         Returns:
             The report: one outcome per file in input order (directory files sorted),
@@ -279,6 +287,9 @@ class IngestPipeline:
 
             def items() -> Iterator[tuple[Path, Document | FileOutcome]]:
                 for path in files:
+                    if stop is not None and stop():
+                        report.stopped = True
+                        return
                     t0 = time.perf_counter()
                     try:
                         loaded: Document | FileOutcome = load_file(path, options)

@@ -791,24 +791,31 @@ def generate_draft(
     if usage is not None and getattr(reply, "usage_metadata", None):
         usage(dict(reply.usage_metadata))
     result = read_answer_reply(reply, fallback)
-    draft = result.value
-    if (
-        result.path == "llm"
-        and draft.short_answer
-        and not draft.is_insufficient_context
-        and _ONLY_MARKERS.match(draft.answer_text)
-    ):
-        explanation = explain_from_evidence(question, draft.short_answer, draft.citations, evidence)
-        result.value = (
-            draft.model_copy(update={"answer_text": explanation, "citations": []})
-            if explanation
-            else AnswerDraft(  # an answer from memory: no retrieved section holds it
-                answer_text="Insufficient context: no retrieved section supports the answer "
-                f"the model gave ('{draft.short_answer}').",
-                is_insufficient_context=True,
-            )
-        )
+    if result.path == "llm":
+        result.value = explained_draft(question, result.value, evidence)
     return result
+
+
+def explained_draft(
+    question: str, draft: AnswerDraft, evidence: Sequence[EvidenceSection]
+) -> AnswerDraft:
+    """A model's short answer backed by evidence numbers only (``Facts: [1]`` / ``Answer:
+    …``) with its explanation quoted from the evidence (:func:`explain_from_evidence`), or
+    an honest "insufficient context" when no section holds it; any other draft as it is."""
+    if (
+        not draft.short_answer
+        or draft.is_insufficient_context
+        or not _ONLY_MARKERS.match(draft.answer_text)
+    ):
+        return draft
+    explanation = explain_from_evidence(question, draft.short_answer, draft.citations, evidence)
+    if explanation:
+        return draft.model_copy(update={"answer_text": explanation, "citations": []})
+    return AnswerDraft(  # an answer from memory: no retrieved section holds it
+        answer_text="Insufficient context: no retrieved section supports the answer "
+        f"the model gave ('{draft.short_answer}').",
+        is_insufficient_context=True,
+    )
 
 
 EXPLANATION_SENTENCES = 2

@@ -70,6 +70,7 @@ from sleuth.agents.guided.agents import (
     decompose_question,
     evaluate_evidence,
     evidence_section,
+    explained_draft,
     generate_draft,
     generation_messages,
     heuristic_compression,
@@ -1026,7 +1027,7 @@ def _repair(rt: _Run) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
             rt.timed("repair", started)
         rt.usage_for("repair")(dict(getattr(reply, "usage_metadata", None) or {}))
         result = read_answer_reply(reply, lambda: draft)
-        return result.value if result.from_model else None
+        return explained_draft(question, result.value, evidence) if result.from_model else None
 
     return run
 
