@@ -339,7 +339,8 @@ async def writer(
 
 async def sampler(server: Server, tally: Tally, end: float) -> None:
     while time.monotonic() < end:
-        rss = server.rss_kib()
+        restarting = bool(tally.windows) and tally.windows[-1][1] == float("inf")
+        rss = None if restarting else server.rss_kib()  # not a process being killed
         if rss is not None and tally.rss:
             tally.rss[-1].append((tally.now(), rss))
         await asyncio.sleep(SAMPLE_S)
@@ -349,7 +350,7 @@ async def chaos(server: Server, tally: Tally, kills_at: list[float]) -> None:
     for at in kills_at:
         await asyncio.sleep(max(0.0, at - tally.now()))
         killed = tally.now()
-        tally.windows.append((killed, float("inf")))
+        tally.windows.append((killed, float("inf")))  # open until the server answers again
         server.kill()
         await server.start()
         tally.rss.append([])
@@ -489,6 +490,7 @@ def main() -> None:
                 f"{server.url}/collections",
                 json={"name": name},
                 headers={"Authorization": f"Bearer {keys[user]}"},
+                timeout=120,
             )
             if r.status_code != 201:
                 raise SystemExit(f"could not create {name}: {r.status_code} {r.text}")

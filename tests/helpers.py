@@ -204,3 +204,52 @@ def check_users_and_owners(catalog: Catalog) -> None:
     assert not catalog.set_user_disabled("bob", False).disabled
     with pytest.raises(UserError, match="no user named"):
         catalog.set_user_disabled("nobody")
+
+
+_CLAIMER = """
+import json, random, sys, time
+from sleuth.store.catalog import Catalog
+url, me, start, ids = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])
+catalog = Catalog(url)
+random.Random(me).shuffle(ids)
+time.sleep(max(0.0, start - time.time()))  # both processes race from the same instant
+print(json.dumps([i for i in ids if catalog.claim_job(i, me, "gone-host:1:dead")]))
+"""
+
+
+def check_jobs_claimed_once_by_processes(url: str, n_jobs: int = 40, n_procs: int = 2) -> None:
+    """Jobs left by a gone worker, taken over by ``n_procs`` processes racing for each one
+    on the catalog at ``url``: every job is claimed by exactly one process."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    catalog = Catalog(url)
+    ids = [f"job{i:03d}" for i in range(n_jobs)]
+    for job_id in ids:
+        catalog.save_job(
+            {"job_id": job_id, "collection": "c", "user_id": "u", "state": "queued", "staged": {}}
+        )
+        catalog.save_job({"job_id": job_id, "worker": "gone-host:1:dead"})
+    catalog.close()
+    start = time.time() + 4.0  # after every process has imported sleuth and connected
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CLAIMER, url, f"w{p}", str(start), json.dumps(ids)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(n_procs)
+    ]
+    claimed = [json.loads(proc.communicate(timeout=120)[0]) for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs)
+    together = [job_id for mine in claimed for job_id in mine]
+    assert sorted(together) == ids  # each job once: none twice, none left
+    catalog = Catalog(url)
+    try:
+        for p, mine in enumerate(claimed):
+            for job_id in mine:
+                assert catalog.get_job(job_id)["worker"] == f"w{p}"  # type: ignore[index]
+    finally:
+        catalog.close()

@@ -35,6 +35,7 @@ from sleuth.store.catalog import Catalog, DocumentInfo
 from sleuth.types import Chunk, Reference
 from tests.helpers import (
     STATUTE_SECTIONS,
+    check_jobs_claimed_once_by_processes,
     check_runs_round_trip,
     check_users_and_owners,
     make_chunks,
@@ -370,3 +371,8 @@ def test_ingest_and_agent_run_with_the_catalog_on_postgresql(
         assert [r["task_id"] for r in fresh.list_runs(collection="test")] == [response.task_id]
     finally:
         fresh.close()
+
+
+def test_processes_racing_for_jobs_on_postgresql_claim_each_once(pg_url: str) -> None:
+    # several API processes on one PostgreSQL catalog: one worker takes over each job
+    check_jobs_claimed_once_by_processes(pg_url, n_procs=3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage
 
-from sleuth.agents.finish import answer_type, fits_type
+from sleuth.agents.finish import answer_type, fits_type, shape_problem
 from sleuth.agents.guided.agents import EvidenceSection, explain_from_evidence
 from sleuth.llm.testing import ScriptedChatModel
 from tests.unit.test_guided import run_guided
@@ -89,6 +89,36 @@ def test_a_yes_to_a_wh_question_gets_one_repair_round(tmp_path) -> None:
     )
     assert result.answer.short_answer == "Big Stone Gap"
     assert result.trace["repair_rounds"] == 1
+
+
+def test_an_answer_that_repeats_the_question_gets_one_repair_round(tmp_path) -> None:
+    app = _corpus_app(tmp_path)
+    model = ScriptedChatModel(
+        [
+            AIMessage("Facts: [1]\nAnswer: Adriana Trigiani"),
+            AIMessage("Facts: [1]\nAnswer: Big Stone Gap"),
+        ]
+    )
+    question = "Which 2014 romantic comedy did Adriana Trigiani direct?"
+    result, _, _ = run_guided(app, question, model, llm_agents="auto")
+    assert "'Adriana Trigiani' only repeats a name the question already gives" in str(
+        model.calls[-1][-1].content
+    )
+    assert result.answer.short_answer == "Big Stone Gap"
+
+
+@pytest.mark.parametrize(
+    ("question", "short", "problem"),
+    [
+        ("Under what name did the founder of Porcupine Tree record?", "Porcupine Tree", True),
+        ("Which singer is American, Mark King or Nick Hexum?", "Nick Hexum", False),
+        ("Between Iain Banks and Irwin Shaw, which writer was older?", "Irwin Shaw", False),
+        ("Who directed the film in which Jung Joon-young debuted?", "Park Jin-pyo", False),
+        ("Who directed the film in which Jung Joon-young debuted?", "No", True),
+    ],
+)
+def test_shape_problems(question: str, short: str, problem: bool) -> None:
+    assert (shape_problem(question, short) is not None) is problem
 
 
 def test_a_repair_of_the_wrong_shape_again_keeps_the_first_answer(tmp_path) -> None:

@@ -24,6 +24,8 @@ SECTIONS = {
     ),
     "Oskar_Lind": ("Oskar Lind", "Oskar Lind (1901-1977) was a Swedish-born painter."),
     "Ada_Rune": ("Ada Rune", "Ada Rune is a Danish painter known for seascapes."),
+    "Lio_Marsh": ("Lio Marsh", "Lio Marsh is the singer of the Welsh folk group Brightwater."),
+    "Tam_Okafor": ("Tam Okafor", "Tam Okafor is a drummer in the band Copperline."),
 }
 
 
@@ -73,6 +75,14 @@ def test_same_compares_the_name_before_or_after_the_noun() -> None:
     assert "ostmark" in differ.reason and "westmark" in differ.reason
     same = check_yes_no(lakes.format("Tarn Pool"), _ctx("Harrow_Lake", "Tarn_Pool"))
     assert same is not None and same.verdict == "yes"
+
+
+def test_same_band_reads_the_group_a_section_names() -> None:
+    check = check_yes_no(
+        "Are Lio Marsh and Tam Okafor members of the same band?", _ctx("Lio_Marsh", "Tam_Okafor")
+    )
+    assert check is not None and check.verdict == "no"
+    assert "brightwater" in check.reason and "copperline" in check.reason
 
 
 def test_no_verdict_without_two_named_entities_or_plain_evidence() -> None:

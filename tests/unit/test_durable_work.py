@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from sleuth.api import create_app
 from sleuth.store.catalog import Catalog
 from tests.api_helpers import ApiEnv, SlowReasoner, make_api, sse_events
+from tests.helpers import check_jobs_claimed_once_by_processes
 
 DEAD_WORKER = f"{socket.gethostname()}:999999999:deadbeef"  # no such pid on this host
 
@@ -137,6 +138,10 @@ def test_exactly_one_process_claims_a_job(tmp_path: Path) -> None:
     assert catalog.claim_job("j", "a", "old") is True
     assert catalog.claim_job("j", "b", "old") is False  # b saw the old worker too: too late
     assert catalog.get_job("j")["worker"] == "a"  # type: ignore[index]
+
+
+def test_processes_racing_for_jobs_on_one_sqlite_catalog_claim_each_once(tmp_path: Path) -> None:
+    check_jobs_claimed_once_by_processes(f"sqlite:///{tmp_path / 'c.sqlite3'}")
 
 
 # ---------------------------------------------------------------- runs

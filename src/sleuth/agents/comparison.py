@@ -10,9 +10,9 @@ the evidence is plain:
   (its content terms less the entities' names) are looked up in each entity's section; the
   same property terms found for every entity, all of them → "yes"; different ones → "no";
   else undecided.
-- *same* ("Are A and B in the same province?"): the name each section puts before the
-  property noun ("Jiangsu province", "Jiangxi province") → equal "yes", different "no";
-  else undecided.
+- *same* ("Are A and B in the same province?"): the name each section gives for the
+  property noun ("Jiangsu province", "the province of Jiangxi", "the group Apink") → equal
+  "yes", different "no"; else undecided.
 
 Undecided leaves the model's answer as it is. This is a lexical judgement of the kind
 HotpotQA's comparison questions are written in (the property is usually worded as the
@@ -84,19 +84,31 @@ def named_entities(question: str, ctx: RunContext) -> list[Entity]:
     return [entity for _, entity in sorted(found, key=lambda f: f[0])]
 
 
-def _value_before(noun: str, text: str) -> str | None:
-    """The capitalised name right before ``noun`` ("Jiangsu province") or after "the
-    ``noun`` of" in ``text``, casefolded; None when the text has neither."""
-    noun = f"(?i:{re.escape(noun)})"
-    before = re.search(rf"((?:[A-Z][\w'-]*\s+){{1,3}}){noun}\b", text)
-    if before:
-        return " ".join(before.group(1).split()).casefold()
-    after = re.search(rf"\b{noun}\s+(?i:of)\s+((?:[A-Z][\w'-]*\s?){{1,3}})", text)
-    return " ".join(after.group(1).split()).casefold() if after else None
+EQUIVALENT_NOUNS = {"band": ("group",), "group": ("band",), "nation": ("country",)}
+"""Nouns a "same …" question and a section use for one another ("the same band" / "the
+girl group Apink")."""
+_NAME = r"((?:[A-Z][\w'-]*\s?){1,3})"
+
+
+def _value_of(noun: str, text: str) -> str | None:
+    """The name ``text`` gives for its ``noun`` (or an equivalent one), casefolded: after
+    "the ``noun`` of" ("the State of Louisiana"), else right after it ("the group Apink"),
+    else right before it ("Jiangsu province"); None when the text has none of these."""
+    for word in (noun, *EQUIVALENT_NOUNS.get(noun.casefold(), ())):
+        said = f"(?i:{re.escape(word)})"
+        for pattern in (
+            rf"\b{said}\s+(?i:of)\s+{_NAME}",
+            rf"\b{said}\s+{_NAME}",
+            rf"((?:[A-Z][\w'-]*\s+){{1,3}}){said}\b",
+        ):
+            found = re.search(pattern, text)
+            if found:
+                return " ".join(found.group(1).split()).casefold()
+    return None
 
 
 def _same(noun: str, entities: Sequence[Entity]) -> YesNoCheck | None:
-    values = [_value_before(noun, e.text) for e in entities]
+    values = [_value_of(noun, e.text) for e in entities]
     if any(v is None for v in values):
         return None
     shown = ", ".join(f"{v} [{e.source_id}]" for v, e in zip(values, entities, strict=True))

@@ -45,6 +45,7 @@ _AUX_START = re.compile(
     r"^\s*(?:are|is|was|were|do|does|did|can|could|has|have|had|will|would|should)\b", re.I
 )
 _LAST_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+_CHOICE = re.compile(r"\b(?:or|between)\b", re.I)
 _CHOICE_OR_WH = re.compile(r"\b(?:or|what|which|who|whom|whose|when|where|why|how)\b", re.I)
 _YEAR_Q = re.compile(r"\b(?:what|which)\s+year\b", re.I)
 _DATE_Q = re.compile(r"^\s*when\b|\bwhat\s+(?:date|century|decade)\b", re.I)
@@ -64,6 +65,11 @@ TYPE_REPAIR = (
     "The question asks for {kind}, but your short answer '{short}' is not one. Read the "
     "numbered results again and answer the question itself: 'Answer: <{what}>', then the "
     "facts with their numbers."
+)
+ECHO_REPAIR = (
+    "Your short answer '{short}' only repeats a name the question already gives; the "
+    "question asks for something else about it. Read the numbered results again and answer "
+    "the question itself: 'Answer: <what it asks for>', then the facts with their numbers."
 )
 STOPPED = {
     RunStatus.TIMEOUT: "the run's time limit, SLEUTH_RUN_TIMEOUT_S, was reached",
@@ -189,30 +195,48 @@ def fits_type(short: str, kind: AnswerType) -> bool:
     return bool(_SHAPES[kind].search(short))
 
 
-def _retyped(question: str, short: str | None, draft: AnswerDraft, repair: Repair) -> AnswerDraft:
-    """One repair round for a short answer of the wrong shape (a name where the question
-    asks for a year: the model answered the bridge entity, not the question; a yes or no
-    where it asks which or who). The new draft is taken only when its short answer has the
-    right shape; else ``draft`` stays."""
+def shape_problem(question: str, short: str) -> tuple[str, Callable[[str], bool]] | None:
+    """What is wrong with the shape of a short answer, as the repair round says it, and the
+    test a repaired short answer must pass; None when its shape fits the question:
+
+    - a name where the question asks for a year, date, number or yes/no (the model answered
+      the bridge entity, not the question: :func:`answer_type`);
+    - a yes or no where it asks which, who or what;
+    - only words the question already gives ("Porcupine Tree" for "Under what name did the
+      founder of Porcupine Tree release …?"), unless the question offers a choice ("A or B").
+    """
     kind = answer_type(question)
-    if not short:
-        return draft
-    if kind is None:  # "Which singer is American, A or B?" answered "Yes"
-        if not _YES_NO.fullmatch(short) or not _CHOICE_OR_WH.search(question):
-            return draft
-        wanted, what = "a name or phrase, not yes or no", "the name or phrase"
-    elif fits_type(short, kind):
-        return draft
-    else:
+    if kind is not None:
+        if fits_type(short, kind):
+            return None
         wanted, what = (f"a {kind}", f"the {kind}") if kind != "yes/no" else ("yes or no",) * 2
-    fixed = repair(TYPE_REPAIR.format(kind=wanted, what=what, short=short), draft)
+        return TYPE_REPAIR.format(kind=wanted, what=what, short=short), lambda s: fits_type(s, kind)
+    if _YES_NO.fullmatch(short):
+        if not _CHOICE_OR_WH.search(question):
+            return None
+        problem = TYPE_REPAIR.format(
+            kind="a name or phrase, not yes or no", what="the name or phrase", short=short
+        )
+        return problem, lambda s: not _YES_NO.fullmatch(s)
+    asked = set(terms(question))
+    said = set(terms(short))
+    if said and said <= asked and not _CHOICE.search(question):
+        return ECHO_REPAIR.format(short=short), lambda s: not set(terms(s)) <= asked
+    return None
+
+
+def _retyped(question: str, short: str | None, draft: AnswerDraft, repair: Repair) -> AnswerDraft:
+    """One repair round for a short answer of the wrong shape (:func:`shape_problem`). The
+    new draft is taken only when its short answer passes; else ``draft`` stays."""
+    found = shape_problem(question, short) if short else None
+    if found is None:
+        return draft
+    problem, passes = found
+    fixed = repair(problem, draft)
     if fixed is None or fixed.is_insufficient_context:
         return draft
     new_short, _ = split_short_answer(fixed)
-    if not new_short:
-        return draft
-    fits = fits_type(new_short, kind) if kind else not _YES_NO.fullmatch(new_short)
-    return fixed if fits else draft
+    return fixed if new_short and passes(new_short) else draft
 
 
 def readable_short_answer(short: str, ctx: RunContext) -> str:

@@ -50,8 +50,12 @@ INTERRUPTED = "interrupted"
 INTERRUPTED_MESSAGE = "interrupted: the server stopped while this run was in flight; ask again"
 PERSIST_EVERY_S = 2.0
 """A running run's events are written to the catalog at most this often."""
-RETAIN_FINISHED_S = 600.0
+RETAIN_FINISHED_S = 60.0
 """A finished run stays in memory this long (seconds); later it is read from the catalog."""
+MAX_FINISHED_KEPT = 256
+"""At most this many finished runs stay in memory (the newest): a finished run holds its
+answer, steps, trace and events (~0.3 MB for a statute question), and at several runs a
+second ten minutes of them grew the server by 300–400 MB (``bench/bench_soak.py``)."""
 
 
 class RunQueueFull(SleuthError):
@@ -288,14 +292,18 @@ class RunRegistry:
     # ------------------------------------------------------------------ internals
 
     def _forget_old(self) -> None:
+        """Drop finished runs older than :data:`RETAIN_FINISHED_S`, and the oldest beyond
+        :data:`MAX_FINISHED_KEPT` (the catalog serves them from then on)."""
         cutoff = time.monotonic() - RETAIN_FINISHED_S
-        old = [
-            k
+        finished = sorted(
+            (h.finished_monotonic, k)
             for k, h in self._runs.items()
-            if h.finished_monotonic is not None and h.finished_monotonic < cutoff
-        ]
-        for key in old:
-            del self._runs[key]
+            if h.finished_monotonic is not None
+        )
+        excess = max(0, len(finished) - MAX_FINISHED_KEPT)
+        for i, (at, key) in enumerate(finished):
+            if i < excess or at < cutoff:
+                del self._runs[key]
 
     def _record_start(self, handle: RunHandle) -> None:
         """Store the accepted run as ``running`` (a failure is logged: the run goes on)."""

@@ -334,6 +334,7 @@ _JOB_COLUMNS = (
     "finished_at",
 )
 _JOB_TIMES = ("heartbeat_at", "created_at", "started_at", "finished_at")
+_JOB_REQUIRED = ("collection", "user_id", "state", "staged")
 
 
 def _job_to_dict(row: _JobRow) -> dict[str, Any]:
@@ -1334,7 +1335,8 @@ class Catalog:
         insert ``job_id``, ``collection``, ``user_id``, ``state`` and ``staged`` at least).
 
         Raises:
-            ValueError: ``job_id`` missing, or an unknown key.
+            ValueError: ``job_id`` missing, an unknown key, or (on insert) a required one
+                missing.
         """
         job_id = job.get("job_id")
         if not job_id:
@@ -1346,6 +1348,9 @@ class Catalog:
         with self._session() as session, session.begin():
             row = session.get(_JobRow, job_id)
             if row is None:
+                missing = [k for k in _JOB_REQUIRED if values.get(k) is None]
+                if missing:
+                    raise ValueError(f"save_job: a new job needs {', '.join(missing)}")
                 session.add(_JobRow(**values))
             else:
                 for key, value in values.items():
