@@ -485,16 +485,16 @@ def main() -> None:
         keys = {u: server.sleuth("users", "create", u) for u in ("reader", "writer1", "writer2")}
         _own(ddir, "reader", COLLECTION)
         asyncio.run(server.start())
-        for user, name in (("writer1", "ledgers1"), ("writer2", "ledgers2")):
-            r = httpx.post(
-                f"{server.url}/collections",
-                json={"name": name},
-                headers={"Authorization": f"Bearer {keys[user]}"},
-                timeout=120,
-            )
-            if r.status_code != 201:
-                raise SystemExit(f"could not create {name}: {r.status_code} {r.text}")
         try:
+            for user, name in (("writer1", "ledgers1"), ("writer2", "ledgers2")):
+                r = httpx.post(
+                    f"{server.url}/collections",
+                    json={"name": name},
+                    headers={"Authorization": f"Bearer {keys[user]}"},
+                    timeout=120,
+                )
+                if r.status_code != 201:
+                    raise SystemExit(f"could not create {name}: {r.status_code} {r.text}")
             tally = asyncio.run(soak(server, keys, args.minutes, args.clients))
         finally:
             server.stop()
