@@ -434,17 +434,22 @@ async def soak(server: Server, keys: dict[str, str], minutes: float, clients_n: 
 
 
 def rss_rows(tally: Tally) -> list[list[Any]]:
-    rows = []
+    """Per server lifetime: RSS after the warm-up, at the end, peak, growth from the warm-up
+    to the end, and the slope over the lifetime's second half (MB per minute: a leak shows
+    as a steady slope, a one-time allocation as a step)."""
+    rows: list[list[Any]] = []
     for i, samples in enumerate(tally.rss, start=1):
         if not samples:
             continue
         born = samples[0][0]
         warm = [s for s in samples if s[0] - born >= WARMUP_S]
         if len(warm) < 2:
-            rows.append([i, f"{born:.0f}", len(samples), "-", "-", "-", "-"])
+            rows.append([i, f"{born:.0f}", len(samples), "-", "-", "-", "-", "-"])
             continue
         base, last = warm[0][1], warm[-1][1]
-        peak = max(s[1] for s in warm)
+        half = samples[len(samples) // 2 :]
+        minutes = (half[-1][0] - half[0][0]) / 60
+        slope = (half[-1][1] - half[0][1]) / 1024 / minutes if minutes > 0 else float("nan")
         rows.append(
             [
                 i,
@@ -452,8 +457,9 @@ def rss_rows(tally: Tally) -> list[list[Any]]:
                 len(samples),
                 base / 1024,
                 last / 1024,
-                peak / 1024,
+                max(s[1] for s in warm) / 1024,
                 (last - base) / base * 100,
+                slope,
             ]
         )
     return rows
@@ -553,7 +559,16 @@ def report(tally: Tally, log: str, json_path: str | None) -> None:
     rows = rss_rows(tally)
     print(
         table(
-            ["lifetime", "from s", "samples", "RSS warm MB", "RSS end MB", "peak MB", "growth %"],
+            [
+                "lifetime",
+                "from s",
+                "samples",
+                "RSS warm MB",
+                "RSS end MB",
+                "peak MB",
+                "growth %",
+                "2nd half MB/min",
+            ],
             rows,
             title=f"Server RSS per lifetime (sampled every {SAMPLE_S:.0f} s; growth from "
             f"{WARMUP_S:.0f} s after start to the last sample)",
@@ -564,7 +579,7 @@ def report(tally: Tally, log: str, json_path: str | None) -> None:
     print("accepted work: " + ", ".join(f"{k} {v}" for k, v in sorted(outcome.items())))
     for item in lost[:10]:
         print(f"  lost: {item}")
-    growths = [r[-1] for r in rows if isinstance(r[-1], float)]
+    growths = [r[-2] for r in rows if isinstance(r[-2], float)]
     worst = max(growths, default=float("nan"))
     n_lost = outcome.get("upload lost", 0) + outcome.get("run lost", 0)
     print(f"server log: {len(log.splitlines())} lines, {log.count('Traceback')} tracebacks")

@@ -248,3 +248,20 @@ def test_the_bridge_step_is_taken_once_and_keeps_the_model_answer_as_fallback(tm
     assert len(follows) == 1
     assert response.answer.short_answer == "Greenwich Village"
     assert response.trace["answer_source"] in ("model", "repaired")
+
+
+def test_a_sentence_answer_needs_only_its_own_words_found(tmp_path) -> None:
+    # "filmmaker", "behind" and "works" come from the question and are in no section; the
+    # answer's own words ("Greenwich Village") are what must be found in the evidence
+    app = _corpus_app(tmp_path)
+    model = ScriptedChatModel(
+        [
+            AIMessage(
+                "Facts: [2]\nAnswer: The filmmaker behind Big Stone Gap works in Greenwich Village"
+            )
+        ]
+    )
+    question = "In which neighbourhood does the filmmaker behind Big Stone Gap work?"
+    result, _, _ = run_guided(app, question, model, llm_agents="auto")
+    assert not result.answer.is_insufficient_context
+    assert "Greenwich Village" in (result.answer.short_answer or "")

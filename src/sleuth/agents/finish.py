@@ -254,12 +254,16 @@ def readable_short_answer(short: str, ctx: RunContext) -> str:
     return short
 
 
-def _short_supported(short: str, answer: GeneratedAnswer | None, ctx: RunContext) -> bool:
-    """Whether the short answer's terms occur in the cited sections — or, with no
-    ``answer``, in any retrieved section (yes/no always do)."""
+def _short_supported(
+    question: str, short: str, answer: GeneratedAnswer | None, ctx: RunContext
+) -> bool:
+    """Whether the short answer's terms that the question does not give occur in the cited
+    sections — or, with no ``answer``, in any retrieved section (yes/no always do). A short
+    answer written as a sentence ("The founder … used the name Bass Communion") needs only
+    its own words found ("bass", "communion"), not the question's it repeats."""
     if short.lower() in ("yes", "no"):
         return True
-    wanted = set(terms(short))
+    wanted = set(terms(short)) - set(terms(question))
     if not wanted:
         return True
     cited = (answer and [c.source_id for c in answer.citations]) or list(ctx.retrieved)
@@ -366,7 +370,11 @@ def finish_answer(
     answer = report.answer
     if short:
         short = readable_short_answer(short, ctx)
-    if short and not answer.is_insufficient_context and not _short_supported(short, None, ctx):
+    if (
+        short
+        and not answer.is_insufficient_context
+        and not _short_supported(question, short, None, ctx)
+    ):
         # no retrieved section holds the short answer: the model answered from memory, and
         # the sentences around it (often quoted evidence) must not make it look cited
         answer = answer.model_copy(
@@ -385,7 +393,7 @@ def finish_answer(
     if short and short.lower() in ("yes", "no") and answer_type(question) == "yes/no":
         short, checked = _checked_yes_no(question, short, ctx)
     if short and not answer.is_insufficient_context:
-        if not _short_supported(short, answer, ctx):
+        if not _short_supported(question, short, answer, ctx):
             if strict_grounding:
                 report.dropped_sentences.append(short)
                 short = None
