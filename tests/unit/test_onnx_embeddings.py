@@ -105,11 +105,44 @@ def test_import_and_query_do_not_import_torch(onnx_data_dir: Path) -> None:
     assert out.stdout.strip() == "ok"
 
 
+def test_the_first_export_does_not_import_torch_in_the_asking_process(tmp_path: Path) -> None:
+    # the export runs in a child process: a server whose first query exports the model
+    # must not hold torch (~350 MB) for the rest of its life
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from sleuth.retrieval.embeddings import bundled_model_path, onnx_cache_dir\n"
+        "from sleuth.retrieval.onnx_embedder import OnnxEmbedder\n"
+        "model = OnnxEmbedder(bundled_model_path(), 'all-MiniLM-L6-v2', "
+        "onnx_cache_dir(Path(sys.argv[1])))\n"
+        "assert model.built\n"
+        "assert model.embed(['murder']).shape == (1, 384)\n"
+        "assert 'torch' not in sys.modules\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_a_failed_export_names_the_childs_error(tmp_path: Path) -> None:
+    spec = ModelSpec(tmp_path / "no-such-model", 256, 384)
+    with pytest.raises(ConfigError, match="exporting the embedding model to ONNX failed"):
+        onnx_embedder.export_in_child(spec, tmp_path / "model.onnx")
+
+
 def test_second_load_reuses_the_cache(private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_export(*args: object) -> None:
         raise AssertionError("exported again")
 
-    monkeypatch.setattr(onnx_embedder, "_export_fp32", no_export)
+    monkeypatch.setattr(onnx_embedder, "export_in_child", no_export)
     model = OnnxEmbedder(bundled_model_path(), DEFAULT_MODEL, onnx_cache_dir(private_cache))
     assert not model.built
     assert model.embed(["murder"]).shape == (1, 384)
@@ -120,7 +153,7 @@ def test_copied_cache_with_new_mtime_is_accepted_by_its_hash(
 ) -> None:
     path = onnx_cache_dir(private_cache) / "model.onnx"
     os.utime(path, ns=(1_000_000_000, 1_000_000_000))
-    monkeypatch.setattr(onnx_embedder, "_export_fp32", lambda *a: pytest.fail("re-exported"))
+    monkeypatch.setattr(onnx_embedder, "export_in_child", lambda *a: pytest.fail("re-exported"))
     model = OnnxEmbedder(bundled_model_path(), DEFAULT_MODEL, path.parent)
     assert not model.built
     manifest = json.loads(path.with_name("model.onnx.json").read_text())
@@ -147,7 +180,7 @@ def _good(data_dir: Path) -> Path:
 
 
 def _fake_export(source: Path, calls: list[int]) -> object:
-    """An ``_export_fp32`` stand-in that copies a good export (and counts its calls)."""
+    """An ``export_in_child`` stand-in that copies a good export (and counts its calls)."""
 
     def export(spec: ModelSpec, target: Path) -> None:
         calls.append(1)
@@ -172,7 +205,7 @@ def test_overwritten_bytes_are_detected_and_rebuilt(
         f.write(b"\xff" * 4096)
     calls: list[int] = []
     good = _good(onnx_data_dir)
-    monkeypatch.setattr(onnx_embedder, "_export_fp32", _fake_export(good, calls))
+    monkeypatch.setattr(onnx_embedder, "export_in_child", _fake_export(good, calls))
     model = OnnxEmbedder(bundled_model_path(), DEFAULT_MODEL, cache)
     assert model.built and calls == [1]
     assert path.read_bytes() == good.read_bytes()
@@ -191,7 +224,7 @@ def test_damage_with_the_same_stat_is_caught_by_the_probes(
     calls: list[int] = []
     monkeypatch.setattr(
         onnx_embedder,
-        "_export_fp32",
+        "export_in_child",
         _fake_export(onnx_cache_dir(onnx_data_dir) / "model.onnx", calls),
     )
     model = OnnxEmbedder(bundled_model_path(), DEFAULT_MODEL, cache)
@@ -204,7 +237,7 @@ def test_concurrent_first_loads_export_once(
     calls: list[int] = []
     monkeypatch.setattr(
         onnx_embedder,
-        "_export_fp32",
+        "export_in_child",
         _fake_export(onnx_cache_dir(onnx_data_dir) / "model.onnx", calls),
     )
     cache = onnx_cache_dir(tmp_path)

@@ -15,6 +15,7 @@ are read by the LLM layer's normaliser (:mod:`sleuth.llm.toolcalls`) as well.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -83,9 +84,25 @@ def _load(model_path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, thre
                 flash_attn=True,
                 verbose=False,
             )
+            if not _CACHE:
+                atexit.register(close_models)
             entry = (llama, threading.Lock())
             _CACHE[key] = entry
         return entry
+
+
+def close_models() -> None:
+    """Free every loaded model (run at interpreter exit: llama-cpp-python's own finaliser,
+    left to module teardown, prints "Exception ignored in Llama.__del__" tracebacks)."""
+    with _CACHE_LOCK:
+        entries = list(_CACHE.values())
+        _CACHE.clear()
+    for llama, lock in entries:
+        if lock.acquire(timeout=5):  # a generation still running holds it: leave that one
+            try:
+                llama.close()
+            finally:
+                lock.release()
 
 
 def _text(message: BaseMessage) -> str:

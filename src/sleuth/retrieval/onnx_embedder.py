@@ -7,7 +7,9 @@ use: ``torch.onnx.export`` of the BERT module (inputs ``input_ids``, ``attention
 numpy, tokenisation by HF ``tokenizers`` from the model's own ``tokenizer.json`` with the
 model's ``max_seq_length`` (256) truncation and padding to the longest text of each batch:
 the same ids, masks and vectors as sentence-transformers (cosine ≥ 0.9999 on the statutes).
-Nothing is downloaded; torch is imported only for that one export.
+Nothing is downloaded; torch is imported only for that one export, in a child process
+(:func:`export_in_child`), so the process that asked for it — a ``sleuth serve`` that lives
+for days — never holds torch (~350 MB).
 
 The files live in ``<data_dir>/models/onnx/<model>-<fingerprint>/``:
 
@@ -32,6 +34,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -436,6 +439,47 @@ def _export_fp32(spec: ModelSpec, target: Path) -> None:
     logger.info("exported %s to %s in %.1f s", spec.model_dir, target, time.perf_counter() - t0)
 
 
+EXPORT_TIMEOUT_S = 600.0
+
+
+def export_in_child(spec: ModelSpec, target: Path) -> None:
+    """:func:`_export_fp32` in a child Python process (``python -m
+    sleuth.retrieval.onnx_embedder``), so that torch is never imported here.
+
+    Raises:
+        ConfigError: the child failed (its last lines of stderr in the message) or ran past
+            :data:`EXPORT_TIMEOUT_S`.
+    """
+    import subprocess
+
+    args = [str(spec.model_dir), str(spec.max_seq_length), str(spec.dim), str(target)]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "sleuth.retrieval.onnx_embedder", *args],
+            capture_output=True,
+            text=True,
+            timeout=EXPORT_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ConfigError(
+            f"exporting the embedding model to ONNX took over {EXPORT_TIMEOUT_S:.0f} s"
+        ) from exc
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise ConfigError(f"exporting the embedding model to ONNX failed: {tail}")
+
+
+def _export_main(argv: Sequence[str]) -> int:
+    """The child of :func:`export_in_child`: ``MODEL_DIR MAX_SEQ_LENGTH DIM TARGET``."""
+    model_dir, max_seq, dim, target = argv
+    try:
+        _export_fp32(ModelSpec(Path(model_dir), int(max_seq), int(dim)), Path(target))
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    return 0
+
+
 def int8_exclusions(fp32_path: Path) -> list[str]:
     """MatMul nodes of the fp32 graph that stay fp32 in the int8 variant: the two attention
     products (activation × activation) and each layer's FFN output projection."""
@@ -545,7 +589,7 @@ def _load_or_build(
                     return encoder, False
         if variant == "fp32":
             logger.info("exporting the embedding model to ONNX once: %s", path)
-            _export_fp32(spec, path)
+            export_in_child(spec, path)
         else:
             fp32_path = cache_dir / _FILES["fp32"]
             fp32_manifest = _read_manifest(fp32_path, "fp32")
@@ -554,7 +598,7 @@ def _load_or_build(
                 or not _stat_matches(fp32_path, fp32_manifest)
                 or _open_checked(spec, fp32_path, fp32_manifest, threads) is None
             ):
-                _export_fp32(spec, fp32_path)
+                export_in_child(spec, fp32_path)
             logger.info("quantising the embedding model to int8 once: %s", path)
             _quantize_int8(spec, fp32_path, path, threads)
         manifest = _read_manifest(path, variant)
@@ -632,3 +676,7 @@ class OnnxEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
             return self._encoder.embed(list(texts), self.batch_size)
+
+
+if __name__ == "__main__":
+    raise SystemExit(_export_main(sys.argv[1:]))
