@@ -42,7 +42,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 
@@ -60,21 +60,14 @@ from _common import (
     verdict,
 )
 from bench_api_load import free_port, refresh_source
+from sleuth.api.schemas import RunState
 
 SEED = 20261201
 WARMUP_S = 60.0
 SAMPLE_S = 5.0
 SERVER_START_S = 180.0
 WINDOW_PAD_S = 2.0
-FINAL_STATES = {
-    "completed",
-    "insufficient_context",
-    "max_iterations",
-    "repeated_action",
-    "timeout",
-    "error",
-    "interrupted",
-}
+FINAL_STATES = frozenset(get_args(RunState)) - {"running"}
 JOB_FINAL = {"succeeded", "failed"}
 WORDS = [
     "river",
