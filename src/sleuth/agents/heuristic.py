@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.guided.agents import split_question
+from sleuth.agents.multihop import MAX_HOP_CALLS, hop_starts
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.safety import unsafe_reason
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
@@ -383,6 +384,16 @@ class HeuristicReasoner:
                 f"The most relevant sections are {names}; I will read them in full.",
                 step,
                 [("read_section", {"source_id": sid}) for sid in unread],
+            )
+        starts = hop_starts(question, ctx, list(ctx.retrieved))
+        starts = starts[: max(0, MAX_HOP_CALLS - len(ctx.hopped))]
+        if starts and "next_hop" in tools:
+            names = ", ".join(f"{sid} ({ctx.retrieved[sid][0].title_path[-1]})" for sid in starts)
+            return self._call(
+                f"The question may describe an entity it does not name; I will search the "
+                f"names {names} gives with what the question still asks (the next hop).",
+                step,
+                [("next_hop", {"question": question, "source_id": sid}) for sid in starts],
             )
         to_follow = _linked(question, ctx, READ_PER_STEP)
         if to_follow and len(ctx.followed) < MAX_FOLLOWED and "follow_references" in tools:

@@ -56,6 +56,11 @@ class RunContext:
     read: set[str] = field(default_factory=set)
     followed: set[str] = field(default_factory=set)
     searches: list[str] = field(default_factory=list)
+    hopped: set[str] = field(default_factory=set)
+    """Sections a ``next_hop`` search started from."""
+    hop_paths: dict[str, list[str]] = field(default_factory=dict)
+    """Each section a ``next_hop`` search found → the chain of sections that led to it
+    (its first one the anchor the question names)."""
     withheld: dict[str, str] = field(default_factory=dict)
     """Evidence sentences kept out of extractive answers (prompt injection, secrets: see
     :mod:`sleuth.agents.safety`) → why; reported in the trace by the citation check."""

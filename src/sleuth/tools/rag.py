@@ -1,4 +1,5 @@
-"""The built-in knowledge-base tools: search, read, outline, follow references, list.
+"""The built-in knowledge-base tools: search, read, outline, follow references, next hop,
+list.
 
 Each tool's description is the contract the LLM reads; each returns a one-line status and a
 structured payload. Chunks a tool surfaces are tracked in the run's :class:`RunContext`, so
@@ -10,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from sleuth.errors import ToolError
+from sleuth.retrieval import hops
 from sleuth.retrieval.search import KnowledgeBase, join_parts
 from sleuth.tools.base import RunContext, Tool, ToolResult
 from sleuth.types import Chunk
@@ -59,12 +61,20 @@ class OutlineArgs(BaseModel):
     )
 
 
+class HopArgs(BaseModel):
+    question: str = Field(min_length=1, description="The question (or sub-question) to answer")
+    source_id: str = Field(
+        min_length=1, description="A section found for it, whose text names the next entity"
+    )
+    top_k: int = Field(default=hops.KEEP, ge=1, le=10, description="How many sections to return")
+
+
 class NoArgs(BaseModel):
     pass
 
 
 def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
-    """The five knowledge-base tools bound to ``kb``."""
+    """The six knowledge-base tools bound to ``kb``."""
 
     def rag_search(args: SearchArgs, ctx: RunContext) -> ToolResult:
         collection = args.collection or ctx.collection
@@ -207,6 +217,83 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
             text=text or f"{args.source_id} refers to no other section.",
         )
 
+    def next_hop(args: HopArgs, ctx: RunContext) -> ToolResult:
+        own = kb.section(ctx.collection, args.source_id)
+        if not own:
+            raise ToolError(
+                f"no section '{args.source_id}' in collection '{ctx.collection}'; "
+                "use a source_id returned by rag_search"
+            )
+        texts: dict[str, tuple[str, str]] = {}
+
+        def section(sid: str) -> tuple[str, str]:
+            if sid not in texts:
+                chunks = own if sid == args.source_id else kb.section(ctx.collection, sid)
+                texts[sid] = (chunks[0].title_path[-1] if chunks else sid, join_parts(chunks))
+            return texts[sid]
+
+        def search(query: str, k: int) -> list[tuple[str, float]]:
+            found = kb.search_sections(ctx.collection, query, k=k)
+            return [(h.chunk.source_id, h.score) for h in found]
+
+        path = ctx.hop_paths.get(args.source_id, [])
+        hop = hops.next_hop(
+            args.question,
+            args.source_id,
+            section,
+            search,
+            path=path,
+            exclude=list(ctx.retrieved),
+            keep=args.top_k,
+        )
+        ctx.hopped.add(args.source_id)
+        surfaced: list[Chunk] = []
+        for hit in hop.hits:
+            chunks = kb.with_mentions(ctx.collection, kb.section(ctx.collection, hit.source_id))
+            surfaced.extend(chunks)
+            ctx.hop_paths.setdefault(hit.source_id, [*path, args.source_id])
+        ctx.track(surfaced)
+        results = [
+            {
+                "source_id": hit.source_id,
+                "number": ctx.numbers.get(hit.source_id),
+                "title": section(hit.source_id)[0],
+                "bridge": hit.bridge,
+                "query": hit.query,
+                "score": round(hit.score, 4),
+                "snippet": _snippet(section(hit.source_id)[1]),
+            }
+            for hit in hop.hits
+        ]
+        if not hop.open_words:
+            status = f"next_hop from {args.source_id}: it covers every word of the question"
+        else:
+            ids = ", ".join(f"{r['source_id']} via '{r['bridge']}'" for r in results)
+            status = (
+                f"next_hop from {args.source_id} for '{' '.join(hop.open_words)}': "
+                f"{len(results)} sections ({ids or 'none holds a name it gives'})"
+            )
+        text = "\n\n".join(
+            evidence_block(
+                r["number"],
+                r["source_id"],
+                r["title"],
+                _snippet(section(r["source_id"])[1], EVIDENCE_CHARS),
+            )
+            for r in results
+        )
+        return ToolResult(
+            status=status,
+            payload={
+                "source_id": args.source_id,
+                "open_words": hop.open_words,
+                "queries": hop.queries,
+                "results": results,
+            },
+            chunks=surfaced,
+            text=text or "No next hop found from this section.",
+        )
+
     def list_collections(_: NoArgs, ctx: RunContext) -> ToolResult:
         # a user's run sees only that user's collections (and its own): never another's names
         infos = kb.catalog.list_collections(owner=ctx.user_id)
@@ -249,6 +336,15 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
             "it mentions): returns the referenced sections' text and which sections cite it.",
             SectionArgs,
             follow_references,
+        ),
+        Tool(
+            "next_hop",
+            "For a question that describes an entity instead of naming it (the country where "
+            "X is found, the director of film Y): give a section found for the named part; "
+            "searches each name that section gives together with what the question still "
+            "asks, and returns the sections holding both (the next hop of the chain).",
+            HopArgs,
+            next_hop,
         ),
         Tool(
             "list_collections",

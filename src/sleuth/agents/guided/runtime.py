@@ -87,6 +87,7 @@ from sleuth.agents.guided.agents import (
 from sleuth.agents.guided.schemas import CragVerdict, IntentParse, Plan, Verdict
 from sleuth.agents.guided.structured import StructuredResult
 from sleuth.agents.heuristic import compose_answer, compose_parts, rank_sections, with_bridges
+from sleuth.agents.multihop import MAX_DEPTH, hop_starts
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
@@ -569,6 +570,20 @@ def retrieve(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         sources.extend(
             dict.fromkeys(c.source_id for c in linked.chunks if c.source_id not in sources)
         )
+    if state.round == 0 and "next_hop" in rt.tools:
+        # the chain of a multi-hop question: from the sections the (sub-)question names,
+        # search the entities they name with what it still asks (IRCoT-style, no model)
+        for _ in range(MAX_DEPTH):
+            starts = hop_starts(target, rt.ctx, sources)
+            for sid in starts:
+                hop_args = {"question": target, "source_id": sid}
+                hopped = rt.call_tool("next_hop", hop_args)
+                calls.append(("next_hop", hop_args, hopped))
+                sources.extend(
+                    dict.fromkeys(c.source_id for c in hopped.chunks if c.source_id not in sources)
+                )
+            if not starts:
+                break
     if not rt.complementary_done:
         rt.complementary_done = True
         for query in state.plan.complementary_queries:
