@@ -30,6 +30,7 @@ from sleuth.agents.citations import clean_answer_text
 from sleuth.agents.drafting import draft_from_text
 from sleuth.agents.guided.agents import evidence_section, generate_draft
 from sleuth.agents.heuristic import compose_answer, rank_sections, with_bridges
+from sleuth.agents.multihop import MAX_HOP_CALLS, hop_starts
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.reflection import CRITIQUE_NOTE
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
@@ -93,6 +94,10 @@ class LLMReasoner:
         if revision is not None:
             return revision
         held = _held_answer(state)
+        if held is not None and _is_held_turn(_last_call_turn(state), BRIDGE_CALL_PREFIX):
+            deeper = _bridge_step(state, ctx, tools, held, follow=False)
+            if deeper is not None:
+                return deeper
         if held is not None:
             # the last round followed the top sections' links: the answer is written now,
             # from the evidence with the bridges in it (the model is not asked again)
@@ -268,52 +273,72 @@ def _spoken(draft: AnswerDraft) -> str:
 
 
 def _bridge_step(
-    state: AgentState, ctx: RunContext, tools: ToolRegistry, draft: AnswerDraft
+    state: AgentState,
+    ctx: RunContext,
+    tools: ToolRegistry,
+    draft: AnswerDraft,
+    follow: bool = True,
 ) -> Decision | None:
-    """Before the answer is written: follow the links of the best sections found, once.
+    """Before the answer is written: follow the links of the best sections found, and the
+    question's multi-hop chain.
 
     The second hop of a multi-hop question ("the director of the film in which X debuted")
     is usually a section the top hit names but that shares few words with the question, and
-    a small model seldom calls ``follow_references`` itself. When the model answers (or
-    declines), up to :data:`MAX_BRIDGE_FOLLOWS` of the :data:`BRIDGE_FROM` best-ranked
-    sections that cite or name sections not yet retrieved are followed, as a visible tool
-    round; the model's answer is held in that turn and the next THINK writes the final
-    answer from the evidence (:func:`_held_answer`). None when there is nothing to follow,
-    the tool is absent, the run has no tool round left, or the step was already taken.
-    The held answer is the synthesis's fallback.
+    a small model seldom calls ``follow_references`` or ``next_hop`` itself. When the model
+    answers (or declines), up to :data:`MAX_BRIDGE_FOLLOWS` of the :data:`BRIDGE_FROM`
+    best-ranked sections that cite or name sections not yet retrieved are followed, and
+    ``next_hop`` runs from where the chain stands
+    (:func:`~sleuth.agents.multihop.hop_starts`), as a visible tool round; the model's answer
+    is held in that turn and the next THINK writes the final answer from the evidence
+    (:func:`_held_answer`). ``follow=False`` (the rounds after the first): only the chain's
+    next hop. None when there is nothing to follow, the tools are absent, the run has no
+    tool round left, or the step was already taken. The held answer is the synthesis's
+    fallback.
     """
-    if "follow_references" not in tools or state.iteration_count + 1 >= state.max_iterations:
+    if state.iteration_count + 1 >= state.max_iterations:
         return None
-    if any(_is_held_turn(m, BRIDGE_CALL_PREFIX) for m in state.messages):
+    if follow and any(_is_held_turn(m, BRIDGE_CALL_PREFIX) for m in state.messages):
         return None
-    ranked = [sid for sid, _ in rank_sections(state.original_query, ctx)][:BRIDGE_FROM]
-    sources = [
-        sid
-        for sid in ranked
-        if sid not in ctx.followed
-        and any(
-            r.target_id and r.target_id != sid and r.target_id not in ctx.retrieved
-            for c in ctx.retrieved.get(sid, [])
-            for r in c.references
-        )
-    ][:MAX_BRIDGE_FOLLOWS]
-    if not sources:
+    sources: list[str] = []
+    if follow and "follow_references" in tools:
+        ranked = [sid for sid, _ in rank_sections(state.original_query, ctx)][:BRIDGE_FROM]
+        sources = [
+            sid
+            for sid in ranked
+            if sid not in ctx.followed
+            and any(
+                r.target_id and r.target_id != sid and r.target_id not in ctx.retrieved
+                for c in ctx.retrieved.get(sid, [])
+                for r in c.references
+            )
+        ][:MAX_BRIDGE_FOLLOWS]
+    starts: list[str] = []
+    if "next_hop" in tools:
+        starts = hop_starts(state.original_query, ctx, list(ctx.retrieved))
+        starts = starts[: max(0, MAX_HOP_CALLS - len(ctx.hopped))]
+    requests = [("follow_references", {"source_id": sid}) for sid in sources] + [
+        ("next_hop", {"question": state.original_query, "source_id": sid}) for sid in starts
+    ]
+    if not requests:
         return None
     calls = [
         ToolCallRequest(
-            id=f"{BRIDGE_CALL_PREFIX}{state.iteration_count}_{i}",
-            name="follow_references",
-            arguments={"source_id": sid},
+            id=f"{BRIDGE_CALL_PREFIX}{state.iteration_count}_{i}", name=name, arguments=args
         )
-        for i, sid in enumerate(sources)
+        for i, (name, args) in enumerate(requests)
     ]
     message = AIMessage(
         content=_spoken(draft),
         tool_calls=[{"name": c.name, "args": c.arguments, "id": c.id} for c in calls],
     )
+    said = []
+    if sources:
+        said.append(f"following the links of {', '.join(sources)}")
+    if starts:
+        said.append(f"searching the next hop from {', '.join(starts)}")
     return Decision(
-        thought=f"Before answering, following the links of {', '.join(sources)}: the rest of "
-        "the answer may be in a section they cite or name.",
+        thought=f"Before answering, {' and '.join(said)}: the rest of the answer may be in a "
+        "section they cite or name.",
         tool_calls=calls,
         message=message,
         held=draft,
@@ -387,7 +412,7 @@ def _held_answer(state: AgentState) -> AnswerDraft | None:
 
 
 KNOWLEDGE_BASE_TOOLS = frozenset(
-    {"rag_search", "read_section", "outline", "follow_references", "list_collections"}
+    {"rag_search", "read_section", "outline", "follow_references", "next_hop", "list_collections"}
 )
 """Tools whose observations synthesis sees again as ranked sections (with the memory tool
 ``recall_similar``, whose past runs point at sections)."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sleuth.retrieval.hops import anchor_sections
+from sleuth.retrieval.hops import anchor_sections, open_words
+from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext
 
 MAX_DEPTH = 2
@@ -33,17 +34,33 @@ def hop_starts(question: str, ctx: RunContext, ranked: Sequence[str]) -> list[st
 
     Returns:
         Up to :data:`FRONT` ``source_id``s of the shallowest depth that still has sections
-        not hopped from: the anchors first, then the sections hop 1 found, and so on up to
-        :data:`MAX_DEPTH`.
+        not hopped from whose chain leaves words of the question uncovered: the anchors
+        first, then the sections hop 1 found, and so on up to :data:`MAX_DEPTH`. Empty
+        when one of the best-ranked sections covers every word of the question.
     """
     asked = [sid for sid in ranked if sid in ctx.retrieved]
+    if any(not _leaves_open(question, sid, ctx) for sid in asked[: FRONT + 1]):
+        return []  # one of the best sections covers the whole question: no chain to follow
     titled = [(sid, ctx.retrieved[sid][0].title_path[-1]) for sid in asked]
     levels: list[list[str]] = [(anchor_sections(question, titled) or asked)[:FRONT]]
     for depth in range(1, MAX_DEPTH):
         level = [sid for sid, path in ctx.hop_paths.items() if len(path) == depth]
         levels.append(level[:FRONT])
     for level in levels:
-        pending = [sid for sid in level if sid not in ctx.hopped]
+        pending = [
+            sid for sid in level if sid not in ctx.hopped and _leaves_open(question, sid, ctx)
+        ]
         if pending:
             return pending
     return []
+
+
+def _leaves_open(question: str, source_id: str, ctx: RunContext) -> bool:
+    """Whether the question asks something the section and its chain do not cover (else
+    there is no next hop to search: "What is the punishment for murder?" and the section on
+    it)."""
+    covered: set[str] = set()
+    for sid in [*ctx.hop_paths.get(source_id, []), source_id]:
+        for chunk in ctx.retrieved.get(sid, []):
+            covered |= set(terms(f"{chunk.heading} {chunk.text}"))
+    return bool(open_words(question, covered))
