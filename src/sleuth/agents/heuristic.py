@@ -10,6 +10,7 @@ context. After a critique that asks for a revision it runs the critique's search
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from sleuth.agents.answer import AnswerDraft
@@ -19,6 +20,7 @@ from sleuth.agents.reasoner import Decision
 from sleuth.agents.safety import unsafe_reason
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
+from sleuth.retrieval.hops import main_title
 from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import coverage, key_phrase, sentences, terms
 from sleuth.tools.base import RunContext, ToolRegistry
@@ -38,6 +40,12 @@ LINKED_PAIR_AMONG = 5
 MAX_SENTENCES = 3
 NAMED_SECTION_BONUS = 3.0
 """Added to the sentences of a section the question names by number."""
+TITLE_TERM_WEIGHT = 0.1
+"""Added per title term when the question holds a section's whole title."""
+NAMED_NUMBER_WEIGHT = 2.0
+"""Added when the question names a section by number ("What does Section 128 say?"): above
+any coverage and title score, since the user asked for that section."""
+_NUMBERING = re.compile(r"^\s*(?:(?:section|article|rule|chapter|part)\s+)?\d+[A-Za-z]?\.\s*", re.I)
 LONG_SENTENCE_PENALTY = 0.05
 """Score lost per word beyond 40: prefer a short sentence that states the point."""
 
@@ -61,21 +69,48 @@ def _is_named(source_id: str, named: set[str]) -> bool:
     return "_S" in source_id and source_id.rsplit("_S", 1)[-1] in named
 
 
+def own_title(chunks: list[Chunk]) -> str:
+    """A section's own title without its numbering or disambiguation: "Section 227. Issue of
+    process." → "Issue of process."; "Big Stone Gap (film)" → "Big Stone Gap"."""
+    title = chunks[0].title_path[-1] if chunks[0].title_path else ""
+    return main_title(_NUMBERING.sub("", title))
+
+
+def title_named(q_terms: set[str], chunks: list[Chunk]) -> float:
+    """How plainly the question names the section by its title: 0 unless every term of the
+    section's own title is in the question; then 1 plus 0.1 per title term (the longer
+    title the question holds is the more specific: "Punishment for murder" over "Murder")."""
+    own = set(terms(own_title(chunks)))
+    return 1.0 + TITLE_TERM_WEIGHT * len(own) if own and own <= q_terms else 0.0
+
+
 def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
     """Retrieved sections ranked for answering ``question``: (source_id, coverage).
 
     Score = coverage of the question's terms by the section (title + text), plus half the
-    coverage by its title alone, plus 1 when the question names the section by number,
-    minus 0.02 per place in retrieval order (earlier is better).
+    coverage by its title alone, plus :func:`title_named` (the question holds the section's
+    whole title, as a user names "voyeurism" or "issue of process"), plus
+    :data:`NAMED_NUMBER_WEIGHT` when the question names the section by number, minus 0.02
+    per place in retrieval order (earlier is better). A number inside a title the question
+    holds ("execution of order passed under section 409") names that title's section, not
+    section 409.
     """
     q_terms = set(terms(question))
-    numbers = _named_numbers(question)
+    titled = {sid: title_named(q_terms, chunks) for sid, chunks in ctx.retrieved.items()}
+    in_titles = {
+        n
+        for sid, weight in titled.items()
+        if weight
+        for n in re.findall(r"\d+[A-Za-z]?", own_title(ctx.retrieved[sid]))
+    }
+    numbers = _named_numbers(question) - in_titles
     scored = []
     for order, (sid, chunks) in enumerate(ctx.retrieved.items()):
         full = coverage(q_terms, _section_text(chunks))
         title = coverage(q_terms, chunks[0].heading) if q_terms else 0.0
-        named = 1.0 if _is_named(sid, numbers) else 0.0
-        scored.append((sid, full, full + 0.5 * title + named - 0.02 * order))
+        named = NAMED_NUMBER_WEIGHT if _is_named(sid, numbers) else 0.0
+        score = full + 0.5 * title + titled[sid] + named - 0.02 * order
+        scored.append((sid, full, score))
     scored.sort(key=lambda item: -item[2])
     return [(sid, full) for sid, full, _ in scored]
 
@@ -85,13 +120,15 @@ BRIDGED = 2
 
 
 def linked_sections(source_id: str, ctx: RunContext) -> set[str]:
-    """The retrieved sections that ``source_id`` cites or names by title."""
-    return {
+    """The retrieved sections that ``source_id`` cites or names by title, or that a
+    ``next_hop`` search from it found (a name it gives led there)."""
+    cited = {
         r.target_id
         for c in ctx.retrieved.get(source_id, [])
         for r in c.references
         if r.target_id and r.target_id != source_id and r.target_id in ctx.retrieved
     }
+    return cited | {sid for sid, path in ctx.hop_paths.items() if path and path[-1] == source_id}
 
 
 def with_bridges(
