@@ -46,8 +46,18 @@ NAMED_NUMBER_WEIGHT = 2.0
 """Added when the question names a section by number ("What does Section 128 say?"): above
 any coverage and title score, since the user asked for that section."""
 _NUMBERING = re.compile(r"^\s*(?:(?:section|article|rule|chapter|part)\s+)?\d+[A-Za-z]?\.\s*", re.I)
-LONG_SENTENCE_PENALTY = 0.05
+LONG_SENTENCE_PENALTY = 0.02
 """Score lost per word beyond 40: prefer a short sentence that states the point."""
+MAX_LENGTH_PENALTY = 0.5
+"""At most this is lost for length: a statute's main rule is often one long sentence."""
+SUBORDINATE_PENALTY = 1.5
+"""Score lost by an illustration, explanation, exception or proviso: a section's main rule
+answers before its asides."""
+_ILLUSTRATIONS = re.compile(r"^\W*illustrations?\b", re.I)
+_NUMBERED_CLAUSE = re.compile(r"^\W*\(\d+[A-Za-z]?\)\s")
+_SUBORDINATE = re.compile(
+    r"^\W*(?:illustrations?|explanation|exception|provided\b|proviso|note\b|\([a-z]\)\s)", re.I
+)
 
 
 def _section_text(chunks: list[Chunk]) -> str:
@@ -194,11 +204,48 @@ def _safe_sentences(text: str, ctx: RunContext) -> list[str]:
     return kept
 
 
+def _asides(quotable: list[str]) -> list[tuple[str, bool]]:
+    """Each sentence of a section with whether it is an aside: an explanation, exception or
+    proviso, or any sentence of an illustrations block (from "Illustrations" to the next
+    numbered sub-section, "(2) …")."""
+    out = []
+    in_illustrations = False
+    for sentence in quotable:
+        if _ILLUSTRATIONS.match(sentence):
+            in_illustrations = True
+        elif _NUMBERED_CLAUSE.match(sentence):
+            in_illustrations = False
+        out.append((sentence, in_illustrations or bool(_SUBORDINATE.match(sentence))))
+    return out
+
+
+def _prose(picked: list[tuple[int, int, str, str]], ctx: RunContext) -> str:
+    """The picked sentences (best first) as one paragraph per section, in the order the
+    sections first appear, each sentence with its citation. A section's own title opens
+    its paragraph only when its first sentence does not name what the section is about
+    ("Adriana Trigiani: She is …", not "Section 103. Punishment for murder: Whoever …")."""
+    paragraphs: dict[str, list[str]] = {}
+    for _, _, sid, sentence in picked:
+        paragraphs.setdefault(sid, []).append(f"{sentence.rstrip(' .:;,—-')}. [{sid}]")
+    out = []
+    for sid, quoted in paragraphs.items():
+        title = own_title(ctx.retrieved[sid]).rstrip(". ")
+        first = set(terms(quoted[0]))
+        about = set(terms(title))
+        opener = f"{title}: " if title and about and not about & first else ""
+        out.append(opener + " ".join(quoted))
+    return "\n".join(out)
+
+
 def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
     """An extractive, cited answer from the sections retrieved in this run.
 
     Picks up to three sentences from the best-ranked sections by how many question terms
-    they share, each followed by its ``[source_id]``. Declares insufficient context when the
+    they share, each followed by its ``[source_id]``: a section's main rule before its
+    illustrations, explanations and provisos; another section than the best one only for
+    question terms the best one does not hold (another part of the question), or when it is
+    linked to it (a hop of the bridge). The sentences read as prose, one paragraph per
+    section (:func:`_prose`). Declares insufficient context when the
     best section covers at most ``ANSWERABLE_COVERAGE`` of the question's terms (a question
     with no searchable terms at all — "?", a script the index cannot read — is never
     answered) unless the question names that section, or two linked sections (one cites or
@@ -223,6 +270,11 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
         ).as_extractive()
     q_terms = set(terms(question))
     numbers = _named_numbers(question)
+    lead = ranked[0][0]
+    # what the best section already answers: another section is quoted only for a part of
+    # the question it leaves out (or as a hop of the bridge it forms with the best section)
+    lead_terms = q_terms & set(terms(_section_text(ctx.retrieved[lead])))
+    joined = set(pair) | linked_sections(lead, ctx)
     candidates: list[tuple[float, int, int, str, str]] = []
     for s_rank, (sid, cov) in enumerate(ranked[:LINKED_PAIR_AMONG]):
         if cov < ANSWERABLE_COVERAGE and s_rank > 0 and sid not in pair:
@@ -234,17 +286,23 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
         # a section the question names is what it asks about: its sentences come first,
         # whether or not they repeat the question's words
         named = NAMED_SECTION_BONUS if _is_named(sid, numbers) else 0.0
-        for position, sentence in enumerate(_safe_sentences(join_parts(chunks), ctx)):
+        asides = _asides(_safe_sentences(join_parts(chunks), ctx))
+        for position, (sentence, aside) in enumerate(asides):
             shared = q_terms & set(terms(sentence))
             if not shared and not named:
                 continue
-            length_penalty = LONG_SENTENCE_PENALTY * max(0, len(sentence.split()) - 40)
+            if sid != lead and sid not in joined and not shared - lead_terms:
+                continue
+            length_penalty = min(
+                MAX_LENGTH_PENALTY, LONG_SENTENCE_PENALTY * max(0, len(sentence.split()) - 40)
+            )
             score = (
                 len(shared)
                 + 0.5 * len(q_terms & title_terms)
                 + named
                 - 0.3 * s_rank
                 - length_penalty
+                - (SUBORDINATE_PENALTY if aside else 0.0)
             )
             candidates.append((score, s_rank, position, sid, sentence))
     candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
@@ -261,31 +319,23 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
         if len(picked) == MAX_SENTENCES:
             break
     if not picked:
-        best = ranked[0][0]
-        safe = _safe_sentences(join_parts(ctx.retrieved[best]), ctx)
+        safe = _safe_sentences(join_parts(ctx.retrieved[lead]), ctx)
         if not safe:
             return AnswerDraft(
                 answer_text=(
                     "The knowledge base does not contain enough information to answer this "
-                    f"question. The closest section found ({best}) holds no sentence that "
+                    f"question. The closest section found ({lead}) holds no sentence that "
                     "can be quoted."
                 ),
                 key_points=[],
                 citations=[],
                 is_insufficient_context=True,
             ).as_extractive()
-        picked = [(0, 0, best, safe[0])]
-    picked.sort()
-    parts = []
-    for _, _, sid, sentence in picked:
-        title = ctx.retrieved[sid][0].title_path[-1] if ctx.retrieved[sid][0].title_path else sid
-        sentence = sentence.rstrip(" .") + "."
-        parts.append(f"{title.rstrip('.')}: {sentence} [{sid}]")
-    cited = list(dict.fromkeys(sid for _, _, sid, _ in picked))
+        picked = [(0, 0, lead, safe[0])]
     return AnswerDraft(
-        answer_text="\n".join(parts),
+        answer_text=_prose(picked, ctx),
         key_points=[_key_point(sentence, sid) for _, _, sid, sentence in picked],
-        citations=cited,
+        citations=list(dict.fromkeys(sid for _, _, sid, _ in picked)),
         is_insufficient_context=False,
     ).as_extractive()
 

@@ -1,0 +1,79 @@
+"""Precise extractive answers: the main rule first, another section only for another part of
+the question, prose without a title on every sentence (offline reasoner, both modes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sleuth.agents.heuristic import compose_answer
+from sleuth.tools.base import RunContext
+from sleuth.tools.rag import build_rag_tools
+from tests.helpers import make_app
+
+SECTIONS = {
+    "ACT_S10": (
+        "Pilfering.",
+        "(1) Whoever, intending to take dishonestly any movable thing out of the keeping of "
+        "another person without consent, moves that thing, is said to commit pilfering. "
+        "Illustrations. (a) A lifts a lamp from Z's stall, meaning to keep it. "
+        "Here A has committed pilfering as soon as the lamp is moved. "
+        "(2) Whoever commits pilfering shall be punished with imprisonment for a term which "
+        "may extend to three years, or with fine, or with both. "
+        "Provided that a first pilfering of a thing worth little may be punished with "
+        "community service.",
+    ),
+    "ACT_S11": (
+        "Pilfering in a dwelling.",
+        "Whoever commits pilfering in any building used as a dwelling shall be punished with "
+        "imprisonment for a term which may extend to seven years.",
+    ),
+    "ACT_S20": (
+        "Punishment for arson.",
+        "Whoever commits arson shall be punished with imprisonment for life.",
+    ),
+}
+
+
+def _answer(tmp_path, question: str) -> str:  # type: ignore[no-untyped-def]
+    app = make_app(tmp_path, SECTIONS)
+    ctx = RunContext(collection="test")
+    tools = {t.name: t for t in build_rag_tools(app.kb)}
+    tools["rag_search"].invoke({"query": question, "top_k": 5}, ctx)
+    for sid in list(ctx.retrieved):
+        tools["read_section"].invoke({"source_id": sid}, ctx)
+    draft = compose_answer(question, ctx)
+    assert not draft.is_insufficient_context
+    return draft.answer_text
+
+
+def test_the_answer_leads_with_the_main_rule_not_an_illustration_or_proviso(tmp_path) -> None:
+    text = _answer(tmp_path, "What is the punishment for pilfering?")
+    assert text.startswith("(2) Whoever commits pilfering shall be punished")
+    assert "Here A has committed" not in text and "A lifts a lamp" not in text
+    assert "Provided that" not in text
+
+
+def test_a_near_duplicate_section_is_not_cited_when_it_answers_no_other_part(tmp_path) -> None:
+    text = _answer(tmp_path, "What is the punishment for pilfering?")
+    assert "[ACT_S10]" in text and "[ACT_S11]" not in text
+
+
+def test_another_section_is_cited_for_another_part_of_the_question(tmp_path) -> None:
+    text = _answer(tmp_path, "What is the punishment for pilfering and for arson?")
+    assert "[ACT_S10]" in text and "[ACT_S20]" in text
+
+
+def test_sentences_read_as_prose_without_the_section_title_on_each(tmp_path) -> None:
+    text = _answer(tmp_path, "What is pilfering and how is it punished?")
+    assert "Section 10" not in text and "Pilfering:" not in text
+    assert text.count("[ACT_S10]") >= 2
+
+
+@pytest.mark.parametrize("mode", ["react", "guided"])
+def test_both_modes_answer_with_the_main_rule(tmp_path, mode: str) -> None:
+    app = make_app(tmp_path, SECTIONS)
+    response = app.agent.execute_agentic_search(
+        "What is the punishment for pilfering?", "test", mode=mode, use_memory=False
+    )
+    assert response.answer.answer_text.startswith("(2) Whoever commits pilfering")
+    assert [c.source_id for c in response.answer.citations] == ["ACT_S10"]
