@@ -130,8 +130,7 @@ def baseline(app: Any, collection: str, questions: list[Any]) -> dict[str, Any]:
         if not q.gold_source_ids:
             continue
         top = [
-            h.chunk.source_id
-            for h in app.kb.search_sections(collection, q.question, k=BASELINE_K)
+            h.chunk.source_id for h in app.kb.search_sections(collection, q.question, k=BASELINE_K)
         ]
         gold = set(q.gold_source_ids)
         ok = float(gold <= set(top))
