@@ -61,9 +61,6 @@ class RunContext:
     hop_paths: dict[str, list[str]] = field(default_factory=dict)
     """Each section a ``next_hop`` search found → the chain of sections that led to it
     (its first one the anchor the question names)."""
-    hop_bridges: dict[str, str] = field(default_factory=dict)
-    """Each section a ``next_hop`` search found → the name (in the section before it) that
-    led there."""
     withheld: dict[str, str] = field(default_factory=dict)
     """Evidence sentences kept out of extractive answers (prompt injection, secrets: see
     :mod:`sleuth.agents.safety`) → why; reported in the trace by the citation check."""

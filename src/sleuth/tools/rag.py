@@ -252,7 +252,6 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
             chunks = kb.with_mentions(ctx.collection, kb.section(ctx.collection, hit.source_id))
             surfaced.extend(chunks)
             ctx.hop_paths.setdefault(hit.source_id, [*path, args.source_id])
-            ctx.hop_bridges.setdefault(hit.source_id, hit.bridge)
         ctx.track(surfaced)
         results = [
             {

@@ -136,19 +136,11 @@ class EvidenceSection:
 
 
 def evidence_section(source_id: str, ctx: RunContext) -> EvidenceSection:
-    """A section retrieved in the run, as the agents see it (its parts joined, its number).
-
-    A section a multi-hop chain reached says how in its title, "… (reached from [1]
-    through 'Zimbabwe')", so a model can follow the chain from the section the question
-    names to the one that answers it."""
+    """A section retrieved in the run, as the agents see it (its parts joined, its number)."""
     chunks = ctx.retrieved[source_id]
-    title = chunks[0].heading
-    path = ctx.hop_paths.get(source_id)
-    if path and source_id in ctx.hop_bridges and ctx.numbers.get(path[-1]) is not None:
-        title += f" (reached from [{ctx.numbers[path[-1]]}] through '{ctx.hop_bridges[source_id]}')"
     return EvidenceSection(
         source_id=source_id,
-        title=title,
+        title=chunks[0].heading,
         text=join_parts(chunks),
         number=ctx.numbers.get(source_id),
     )
