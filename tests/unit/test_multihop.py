@@ -145,17 +145,3 @@ def test_both_modes_reach_the_section_only_the_bridge_name_leads_to(tmp_path) ->
     react = app.agent.execute_agentic_search(WATERFALL, "test", use_memory=False)
     assert "Moonwake_Falls" in react.trace["retrieved_source_ids"]
     assert any(c["tool"] == "next_hop" for c in react.tool_calls)
-
-
-def test_evidence_a_chain_reached_says_from_where_and_through_which_name(tmp_path) -> None:
-    from sleuth.agents.guided.agents import evidence_section
-
-    app = _chain_app(tmp_path)
-    tools = {t.name: t for t in build_rag_tools(app.kb)}
-    ctx = RunContext(collection="test")
-    tools["rag_search"].invoke({"query": "Quorra River", "top_k": 1}, ctx)
-    tools["next_hop"].invoke({"question": WATERFALL, "source_id": "Quorra_River"}, ctx)
-    number = ctx.numbers["Quorra_River"]
-    hop = evidence_section("Moonwake_Falls", ctx)
-    assert hop.title.endswith(f"(reached from [{number}] through 'Brevania')")
-    assert "reached from" not in evidence_section("Quorra_River", ctx).title
