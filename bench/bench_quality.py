@@ -193,7 +193,10 @@ def main() -> None:
                     base = baseline(app, prepared["collection"], questions)
                     results[f"{name}/single-shot"] = base
                     if base["n"]:
-                        rows.append(["single-shot", base["n"], base["all_gold"], base["recall@10"]])
+                        rows.append(
+                            ["single-shot", base["n"], base["all_gold"], base["recall@10"]]
+                            + [None] * 7
+                        )
                 for mode in MODES:
                     t0 = time.perf_counter()
                     config = EvalConfig(mode=mode, limit=limit, seed=seed)
