@@ -77,3 +77,24 @@ def test_both_modes_answer_with_the_main_rule(tmp_path, mode: str) -> None:
     )
     assert response.answer.answer_text.startswith("(2) Whoever commits pilfering")
     assert [c.source_id for c in response.answer.citations] == ["ACT_S10"]
+
+
+def test_a_short_titled_section_does_not_displace_one_that_covers_the_question(tmp_path) -> None:
+    # "Functions" is a title the question holds, so it ranks first; it cannot answer alone,
+    # and the runner-up that covers the question leads (the demo's question, once declined)
+    sections = {
+        "REF_S1": ("Functions.", "A function object is created by a definition."),
+        "REF_S2": (
+            "Resolution of names.",
+            "When a free variable is used in a nested function, Python resolves it in the "
+            "nearest enclosing function scope that binds the name.",
+        ),
+    }
+    app = make_app(tmp_path, sections)
+    ctx = RunContext(collection="test")
+    tools = {t.name: t for t in build_rag_tools(app.kb)}
+    question = "How does Python resolve a free variable in a nested function?"
+    tools["rag_search"].invoke({"query": question, "top_k": 5}, ctx)
+    draft = compose_answer(question, ctx)
+    assert not draft.is_insufficient_context
+    assert draft.citations[0] == "REF_S2"

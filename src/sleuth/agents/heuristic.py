@@ -256,6 +256,12 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
     """
     ranked = rank_sections(question, ctx)
     named = bool(ranked) and _is_named(ranked[0][0], _named_numbers(question))
+    if ranked and not named and ranked[0][1] <= ANSWERABLE_COVERAGE:
+        # a short section whose title the question holds ("Functions") ranks first but
+        # cannot answer alone: a close runner-up that covers the question leads instead
+        better = next((r for r in ranked[1:3] if r[1] > ANSWERABLE_COVERAGE), None)
+        if better is not None:
+            ranked = [better, *(r for r in ranked if r is not better)]
     pair = _linked_pair(question, ranked, ctx)
     if not ranked or (ranked[0][1] <= ANSWERABLE_COVERAGE and not named and not pair):
         closest = ", ".join(sid for sid, _ in ranked[:3]) or "none"
