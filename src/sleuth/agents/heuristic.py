@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.guided.agents import split_question
-from sleuth.agents.multihop import MAX_HOP_CALLS, hop_starts
+from sleuth.agents.multihop import run_hop_starts
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.safety import unsafe_reason
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
@@ -478,8 +478,7 @@ class HeuristicReasoner:
                 step,
                 [("read_section", {"source_id": sid}) for sid in unread],
             )
-        starts = hop_starts(question, ctx, list(ctx.retrieved))
-        starts = starts[: max(0, MAX_HOP_CALLS - len(ctx.hopped))]
+        starts = run_hop_starts(question, ctx)
         if starts and "next_hop" in tools:
             names = ", ".join(f"{sid} ({ctx.retrieved[sid][0].title_path[-1]})" for sid in starts)
             return self._call(

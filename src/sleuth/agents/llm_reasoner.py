@@ -30,7 +30,7 @@ from sleuth.agents.citations import clean_answer_text
 from sleuth.agents.drafting import draft_from_text
 from sleuth.agents.guided.agents import evidence_section, generate_draft
 from sleuth.agents.heuristic import compose_answer, rank_sections, with_bridges
-from sleuth.agents.multihop import MAX_HOP_CALLS, hop_starts, with_chains
+from sleuth.agents.multihop import run_hop_starts, with_chains
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.reflection import CRITIQUE_NOTE
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
@@ -316,8 +316,7 @@ def _bridge_step(
         ][:MAX_BRIDGE_FOLLOWS]
     starts: list[str] = []
     if "next_hop" in tools:
-        starts = hop_starts(state.original_query, ctx, list(ctx.retrieved))
-        starts = starts[: max(0, MAX_HOP_CALLS - len(ctx.hopped))]
+        starts = run_hop_starts(state.original_query, ctx)
     requests = [("follow_references", {"source_id": sid}) for sid in sources] + [
         ("next_hop", {"question": state.original_query, "source_id": sid}) for sid in starts
     ]

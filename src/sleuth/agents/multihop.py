@@ -55,6 +55,13 @@ def hop_starts(question: str, ctx: RunContext, ranked: Sequence[str]) -> list[st
     return []
 
 
+def run_hop_starts(question: str, ctx: RunContext) -> list[str]:
+    """:func:`hop_starts` for a whole run (ReAct): over everything retrieved, in retrieval
+    order, within :data:`MAX_HOP_CALLS` ``next_hop`` searches for the run."""
+    starts = hop_starts(question, ctx, list(ctx.retrieved))
+    return starts[: max(0, MAX_HOP_CALLS - len(ctx.hopped))]
+
+
 def _leaves_open(question: str, source_id: str, ctx: RunContext) -> bool:
     """Whether the question asks something the section and its chain do not cover (else
     there is no next hop to search: "What is the punishment for murder?" and the section on

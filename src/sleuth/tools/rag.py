@@ -76,6 +76,15 @@ class NoArgs(BaseModel):
 def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
     """The six knowledge-base tools bound to ``kb``."""
 
+    def _found_section(source_id: str, ctx: RunContext) -> list[Chunk]:
+        chunks = kb.section(ctx.collection, source_id)
+        if not chunks:
+            raise ToolError(
+                f"no section '{source_id}' in collection '{ctx.collection}'; "
+                "use a source_id returned by rag_search"
+            )
+        return chunks
+
     def rag_search(args: SearchArgs, ctx: RunContext) -> ToolResult:
         collection = args.collection or ctx.collection
         if collection != ctx.collection and ctx.user_id is not None:
@@ -117,13 +126,7 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
         )
 
     def read_section(args: SectionArgs, ctx: RunContext) -> ToolResult:
-        chunks = kb.section(ctx.collection, args.source_id)
-        if not chunks:
-            raise ToolError(
-                f"no section '{args.source_id}' in collection '{ctx.collection}'; "
-                "use a source_id returned by rag_search"
-            )
-        chunks = kb.with_mentions(ctx.collection, chunks)
+        chunks = kb.with_mentions(ctx.collection, _found_section(args.source_id, ctx))
         ctx.track(chunks)
         ctx.read.add(args.source_id)
         prev_id, next_id = kb.catalog.neighbours(ctx.collection, args.source_id)
@@ -218,19 +221,13 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
         )
 
     def next_hop(args: HopArgs, ctx: RunContext) -> ToolResult:
-        own = kb.section(ctx.collection, args.source_id)
-        if not own:
-            raise ToolError(
-                f"no section '{args.source_id}' in collection '{ctx.collection}'; "
-                "use a source_id returned by rag_search"
-            )
-        texts: dict[str, tuple[str, str]] = {}
+        read: dict[str, list[Chunk]] = {args.source_id: _found_section(args.source_id, ctx)}
 
         def section(sid: str) -> tuple[str, str]:
-            if sid not in texts:
-                chunks = own if sid == args.source_id else kb.section(ctx.collection, sid)
-                texts[sid] = (chunks[0].title_path[-1] if chunks else sid, join_parts(chunks))
-            return texts[sid]
+            if sid not in read:
+                read[sid] = kb.section(ctx.collection, sid)
+            chunks = read[sid]
+            return (chunks[0].title_path[-1] if chunks else sid, join_parts(chunks))
 
         def search(query: str, k: int) -> list[tuple[str, float]]:
             found = kb.search_sections(ctx.collection, query, k=k)
@@ -249,7 +246,7 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
         ctx.hopped.add(args.source_id)
         surfaced: list[Chunk] = []
         for hit in hop.hits:
-            chunks = kb.with_mentions(ctx.collection, kb.section(ctx.collection, hit.source_id))
+            chunks = kb.with_mentions(ctx.collection, read[hit.source_id])
             surfaced.extend(chunks)
             ctx.hop_paths.setdefault(hit.source_id, [*path, args.source_id])
         ctx.track(surfaced)
