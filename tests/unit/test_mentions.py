@@ -186,7 +186,8 @@ def test_an_answer_no_section_holds_is_not_dressed_in_a_quote(tmp_path) -> None:
     # "Paris" is in no section: quoting a sentence that merely shares the question's words
     # ("New York city") would make an answer from memory look cited
     app = _corpus_app(tmp_path)
-    model = ScriptedChatModel([AIMessage("Facts: [1]\nAnswer: Paris")])
+    # every call (the chain's first hop, then the whole question) answers from memory
+    model = ScriptedChatModel([AIMessage("Facts: [1]\nAnswer: Paris")], repeat_last=True)
     result, _, _ = run_guided(
         app, "In which city is the director of Big Stone Gap based?", model, llm_agents="auto"
     )

@@ -53,6 +53,7 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
 from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
+from sleuth.agents.chained import Hop, answer_in_hops, chained_draft, split_compositional
 from sleuth.agents.citations import RemovedCitation, clean_answer_text
 from sleuth.agents.events import (
     AnswerEvent,
@@ -112,6 +113,8 @@ READ_PER_TARGET = 2
 MAX_READS = 4
 MAX_FOLLOWS = 2
 MAX_GENERATION_SECTIONS = 8
+HOP_SECTIONS = 3
+"""Sections a chained sub-question's search gives the model to read (one hop's evidence)."""
 PREVIEW_CHARS = 300
 
 
@@ -947,6 +950,8 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
             + ".",
             agent="generator",
         )
+    elif (chained := _chained(rt, state)) is not None:
+        draft = chained
     else:
         evidence = state.evidence or _generation_evidence(rt, state)
         notes = []
@@ -987,6 +992,50 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         )
     rt.timed("generate", started)
     return {"draft": draft}
+
+
+def _chained(rt: _Run, state: GuidedState) -> AnswerDraft | None:
+    """A compositional question answered hop by hop (:mod:`sleuth.agents.chained`): each
+    sub-question searched (``rag_search``, :data:`HOP_SECTIONS`) and read by the generator,
+    its answer filling the next; ``None`` (the whole-question generator runs) when the
+    question is not compositional, is one of several parts, or a hop finds no answer."""
+    if len(state.targets) > 1 or split_compositional(state.question) is None:
+        return None
+    assert rt.model is not None
+    model = rt.model
+
+    def read(question: str) -> Hop:
+        args = {"query": question, "top_k": HOP_SECTIONS}
+        found = rt.call_tool("rag_search", args)
+        rt.act_step([("rag_search", args, found)])
+        ids = list(dict.fromkeys(c.source_id for c in found.chunks))
+        evidence = [rt.section(sid) for sid in ids]
+        result = generate_draft(
+            question,
+            evidence,
+            model,
+            fallback=lambda: AnswerDraft(answer_text="", is_insufficient_context=True),
+            usage=rt.usage_for("generator"),
+        )
+        rt.record("generator", result)
+        hop = Hop(question=question, draft=result.value, source_ids=ids)
+        rt.generation = (question, evidence, [])
+        rt.think(
+            f"Hop: '{question}' → " + (f"'{hop.answer}'" if hop.answer else "no answer") + ".",
+            "generator",
+            result,
+        )
+        return hop
+
+    hops = answer_in_hops(state.question, read)
+    draft = chained_draft(hops)
+    if draft is None:
+        rt.generation = None
+        rt.think(
+            "Chained sub-questions: a hop found no answer; answering the whole question.",
+            agent="generator",
+        )
+    return draft
 
 
 def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:

@@ -1,0 +1,286 @@
+"""Chained sub-questions: a compositional question answered one hop at a time.
+
+A compositional question *describes* an entity where a simple question would name it: "Who
+is the spouse of **the director of Jump for Glory**?", "What is the waterfall in **the
+country where the Bubye River is found**?", "What plane bombed **Akinoshu Kenji's
+birthplace**?". :func:`split_compositional` finds the innermost such description — it holds a
+name and no other description — and turns it into a sub-question of its own ("Who is the
+director of Jump for Glory?"), leaving the rest of the question with a slot. A model answers
+the sub-question from what a search for it finds; its answer fills the slot ("Who is the
+spouse of Raoul Walsh?"), and the filled question is split again, up to :data:`MAX_HOPS`
+times, then answered the same way (:func:`answer_in_hops`).
+
+This is self-ask (Press et al., 2023, "Measuring and Narrowing the Compositionality Gap in
+Language Models", arXiv:2210.03350) with retrieval at every step as in IRCoT (Trivedi et
+al., 2023, arXiv:2212.10509), except that the follow-up questions come from the question's
+syntax, not from the model: a 1.5B model asked to write them repeats the question or its
+few-shot examples, while it answers a one-hop question over three sections well. The
+model's answers build every later query.
+
+Three description forms are read (``NAME`` is a run of capitalised words or numbers):
+
+* possessive — ``NAME's`` + up to three lower-case words ("Big Eye's main director");
+* ``the`` + up to three lower-case words + ``of`` + ``NAME`` ("the author of Brand");
+* relative clause — ``the`` + up to three words + ``where`` / ``that`` / ``which`` / ``who``
+  / ``whose`` / ``in which`` + a clause that holds a name: up to the name and its verb
+  ("the city where Karel Purkyně died"), or to the end of the question when the name comes
+  later ("the person who broke the salt law in Belgium in 1930").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sleuth.agents.answer import AnswerDraft
+from sleuth.ingest.references import extract_references
+from sleuth.retrieval.text import named_phrases, terms
+
+MAX_HOPS = 3
+"""Descriptions resolved per question before the filled question is answered (MuSiQue
+questions have 2 to 4 hops)."""
+MAX_SLOT_WORDS = 6
+"""A hop's answer longer than this fills the slot with the last new name it gives ("Brand is
+a play by the Norwegian playwright Henrik Ibsen" → "Henrik Ibsen")."""
+
+_CAP = "A-Z0-9À-ÖØ-Þ"
+_NAME = (
+    rf"(?:[{_CAP}][\w.\-]*"
+    r"(?:\s+(?:of|for|the|and|und|de|du|la|le|von|van|da|di|del|a|an|in|on)\s+(?=[" + _CAP + r"]))?"
+    r"\s*)+"
+)
+"""A name: capitalised words or numbers, joined by the small words names hold ("Bastien und
+Bastienne", "Jump for Glory")."""
+_BOUNDARY = (
+    r"(?:is|was|are|were|did|does|do|has|had|have|in|on|at|to|from|by|with|during|where|when|"
+    r"that|which|who|whose|and|or|as|for|became|become)"
+)
+"""Words that end a description's head: a verb or a preposition starts the rest."""
+_AUX = r"(?:is|was|are|were|has been|had been|has|had)"
+_PREPOSITION = r"(?:in|on|at|to|from|by|with|during|and|or|as|for|has|have|had|is|was|became)"
+_POSSESSIVE = re.compile(rf"(?<![\w])({_NAME})['’]s\s+")
+_HEAD_WORD = re.compile(rf"(?!{_BOUNDARY}\b|\w+ed\b)[a-z][\w\-]*")
+_OF_NAME = re.compile(
+    rf"\b[Tt]he\s+(?:(?!of\b|{_BOUNDARY}\b)[a-z][\w\-]*\s+){{1,3}}of\s+(?:the\s+)?{_NAME}"
+)
+_RELATIVE = re.compile(
+    r"\b[Tt]he\s+(?:[a-z][\w\-]*\s+){1,3}(?:where|in which|that|which|who|whose)\s+"
+)
+_CLAUSE_NAME = re.compile(
+    rf"(?:the\s+)?({_NAME})\s*(?:{_AUX}\s+)?(?:(?!{_PREPOSITION}\b)[a-z]+\b)?"
+)
+_PERSON_HEADS = frozenset(
+    (
+        "author",
+        "director",
+        "performer",
+        "composer",
+        "spouse",
+        "wife",
+        "husband",
+        "president",
+        "founder",
+        "child",
+        "son",
+        "daughter",
+        "father",
+        "mother",
+        "sibling",
+        "brother",
+        "sister",
+        "writer",
+        "singer",
+        "creator",
+        "leader",
+        "producer",
+        "owner",
+        "person",
+        "artist",
+        "player",
+        "ruler",
+        "king",
+        "queen",
+        "designer",
+        "architect",
+        "painter",
+        "inventor",
+        "actor",
+        "actress",
+        "star",
+        "chairman",
+        "governor",
+        "mayor",
+        "captain",
+        "coach",
+        "manager",
+        "poet",
+        "novelist",
+        "musician",
+        "scientist",
+    )
+)
+
+
+@dataclass(frozen=True)
+class Split:
+    """One description of a compositional question, and the question around it.
+
+    ``question == before + description + after``; :meth:`fill` puts an answer in its place.
+    """
+
+    description: str
+    before: str
+    after: str
+
+    @property
+    def sub_question(self) -> str:
+        """The description as a question of its own: "Who is the director of X?"."""
+        text = self.description
+        if text.startswith("The "):
+            text = "t" + text[1:]
+        head = re.split(r"\b(?:of|where|that|which|who|whose|in which)\b", text)[0]
+        if "'s " in head or "’s " in head:
+            head = re.split(r"['’]s ", head, maxsplit=1)[1]
+        person = re.search(r"\bwho\b", text) is not None or any(
+            w in _PERSON_HEADS for w in re.findall(r"[a-z]+", head)
+        )
+        return f"{'Who' if person else 'What'} is {text}?"
+
+    def fill(self, answer: str) -> str:
+        """The question with ``answer`` in the description's place."""
+        return f"{self.before}{answer}{self.after}"
+
+
+def _possessives(question: str) -> list[tuple[int, int]]:
+    spans = []
+    for match in _POSSESSIVE.finditer(question):
+        ends: list[int] = []
+        at = match.end()
+        for _ in range(3):
+            word = _HEAD_WORD.match(question, at)
+            if word is None:
+                break
+            ends.append(word.end())
+            at = word.end() + len(question[word.end() :]) - len(question[word.end() :].lstrip())
+        if not ends:
+            continue
+        end = ends[0]
+        for longer in ends[1:]:  # a longer head only where the phrase visibly ends there
+            rest = question[longer:].lstrip()
+            if not rest or rest[0] in "?,." or re.match(rf"{_BOUNDARY}\b", rest):
+                end = longer
+        spans.append((match.start(), end))
+    return spans
+
+
+def _relatives(question: str) -> list[tuple[int, int]]:
+    spans = []
+    stop = len(question.rstrip("?. "))
+    for match in _RELATIVE.finditer(question):
+        clause = _CLAUSE_NAME.match(question, match.end())
+        if clause and clause.group(1).strip():
+            spans.append((match.start(), clause.end()))
+            continue
+        tail = re.match(r"[^,?]*", question[match.end() :])
+        end = match.end() + (len(tail.group(0)) if tail else 0)
+        if end >= stop and re.search(_NAME, question[match.end() : end]):
+            spans.append((match.start(), end))
+    return spans
+
+
+def split_compositional(question: str) -> Split | None:
+    """The innermost description of ``question`` as a :class:`Split`, or ``None``.
+
+    Of the descriptions found (possessive, "the X of NAME", relative clause), those holding
+    no other are the innermost; the shortest of them is taken. ``None`` when there is none,
+    when it names a statute section (a section reference is already a name), or when the
+    rest of the question holds no content word ("Who is the spouse of Tim Burton?" is one
+    lookup, not a description inside a question).
+    """
+    q = " ".join(question.split())
+    spans = _possessives(q)
+    # "the spouse of Big Eye's director": the name is a possessor, the description goes on
+    spans += [
+        (m.start(), m.end())
+        for m in _OF_NAME.finditer(q)
+        if not q[m.end() :].startswith(("'", "’"))
+    ]
+    spans += _relatives(q)
+    spans = [(a, b - 1 if q[b - 1] == " " else b) for a, b in spans]
+    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
+    for start, end in sorted(inner, key=lambda s: (s[1] - s[0], s[0])):
+        description = q[start:end].rstrip("?,. ")
+        end = start + len(description)
+        rest = f"{q[:start]} {q[end:]}"
+        if extract_references(description) or not terms(rest):
+            continue
+        return Split(description=description, before=q[:start], after=q[end:])
+    return None
+
+
+def slot_value(answer: str, sub_question: str) -> str:
+    """What a hop's answer puts in the slot: the answer itself, or — when it runs past
+    :data:`MAX_SLOT_WORDS` words — the last name it gives that the sub-question does not;
+    the answer itself when it gives none."""
+    answer = answer.strip().rstrip(".")
+    if len(answer.split()) <= MAX_SLOT_WORDS:
+        return answer
+    asked = set(terms(sub_question))
+    new = [name for _, name in named_phrases(answer) if not set(terms(name)) <= asked]
+    return new[-1] if new else answer
+
+
+@dataclass
+class Hop:
+    """One answered (sub-)question: what was asked, the draft the model gave, its sections."""
+
+    question: str
+    draft: AnswerDraft
+    source_ids: list[str] = field(default_factory=list)
+
+    @property
+    def answer(self) -> str | None:
+        """The short answer, ``None`` when the hop found none."""
+        if self.draft.is_insufficient_context or not self.draft.short_answer:
+            return None
+        return self.draft.short_answer.strip() or None
+
+
+Reader = Callable[[str], Hop]
+"""Answers one (sub-)question: searches it, has the model read what was found."""
+
+
+def answer_in_hops(question: str, read: Reader, max_hops: int = MAX_HOPS) -> list[Hop]:
+    """Answer ``question`` description by description, each answer filling the next query.
+
+    Returns every hop read, in order; the last is the filled question's when the chain
+    completed (``[]`` when the question is not compositional). A hop without an answer ends
+    the chain there (its hop is the last one returned, without an answer).
+    """
+    hops: list[Hop] = []
+    current = question
+    for _ in range(max_hops):
+        split = split_compositional(current)
+        if split is None:
+            break
+        hop = read(split.sub_question)
+        hops.append(hop)
+        if hop.answer is None:
+            return hops
+        current = split.fill(slot_value(hop.answer, split.sub_question))
+    if hops:
+        hops.append(read(current))
+    return hops
+
+
+def chained_draft(hops: list[Hop]) -> AnswerDraft | None:
+    """The answer of a completed chain: the last hop's short answer, with every hop's cited
+    facts in order ("Jump for Glory was directed by Raoul Walsh [4]. Raoul Walsh married
+    Miriam Cooper [7]."); ``None`` when the chain did not complete."""
+    if not hops or any(h.answer is None for h in hops):
+        return None
+    last = hops[-1].draft
+    facts = " ".join(h.draft.answer_text.strip() for h in hops if h.draft.answer_text.strip())
+    citations = list(dict.fromkeys(c for h in hops for c in h.draft.citations))
+    return last.model_copy(update={"answer_text": facts, "citations": citations})
