@@ -15,14 +15,16 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.chained import (
+    HOP_SECTIONS,
     Hop,
     answer_in_hops,
     chained_draft,
     slot_value,
     split_compositional,
 )
+from sleuth.agents.llm_reasoner import LLMReasoner
 from sleuth.app import Sleuth
-from sleuth.llm.testing import ScriptedChatModel
+from sleuth.llm.testing import ScriptedChatModel, tool_call
 from sleuth.types import Document, Section
 from tests.helpers import make_app
 from tests.unit.test_guided import run_guided, searches, thoughts
@@ -225,3 +227,33 @@ def test_guided_answers_the_whole_question_when_a_hop_finds_nothing(tmp_path) ->
     assert asked[-1] == "Who is the spouse of the director of Glass Harbor?"
     assert any("a hop found no answer" in t for t in thoughts(events))
     assert result.answer.short_answer == "Orrin Vale"  # the double's whole-question mistake
+
+
+def test_react_answers_a_compositional_question_hop_by_hop(tmp_path) -> None:
+    app = _films_app(tmp_path)
+    question = "Who is the spouse of the director of Glass Harbor?"
+
+    def loop_or_reader(messages: list[BaseMessage]) -> AIMessage:
+        if "numbered evidence" in str(messages[0].content):
+            return _reader(messages)
+        if not any(isinstance(m, AIMessage) for m in messages):  # the first, forced search
+            return tool_call("rag_search", {"query": "Glass Harbor director", "top_k": 1})
+        return AIMessage(content="Answer: Orrin Vale")  # the loop's own (bridge) answer
+
+    model = ScriptedChatModel([loop_or_reader], repeat_last=True)
+    app.agent.reasoner = LLMReasoner(model)
+    response = app.agent.execute_agentic_search(question, "test", use_memory=False)
+
+    hop_searches = [
+        c["arguments"]["query"]
+        for c in response.tool_calls
+        if c["tool"] == "rag_search" and c["arguments"].get("top_k") == HOP_SECTIONS
+    ]
+    assert hop_searches == [
+        "Who is the director of Glass Harbor?",
+        "Who is the spouse of Orrin Vale?",
+    ]
+    assert response.answer.short_answer == "Delia Marsh"
+    assert {c.source_id for c in response.answer.citations} == {"Glass_Harbor", "Orrin_Vale"}
+    said = [s.content for s in response.reasoning_steps if s.step_type == "think"]
+    assert any("'Who is the director of Glass Harbor?' → 'Orrin Vale'" in t for t in said)

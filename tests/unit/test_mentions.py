@@ -93,6 +93,9 @@ def _corpus_app(tmp_path) -> Sleuth:  # type: ignore[no-untyped-def]
 
 
 BRIDGE = "The director of the romantic comedy Big Stone Gap is based in what New York city?"
+NAMED = "In what New York city is Adriana Trigiani, who directed Big Stone Gap, based?"
+"""The bridge question with the director named: one lookup, not a chain of sub-questions
+(:mod:`sleuth.agents.chained`), so the whole-question generator and synthesis answer it."""
 
 
 def test_search_results_carry_mentions_and_follow_references_reaches_them(tmp_path) -> None:
@@ -175,7 +178,7 @@ def test_a_short_answer_backed_by_numbers_only_is_explained_from_the_cited_evide
     # the model names the evidence by number only, and the wrong one: the sentence that
     # holds the answer is quoted from the section that does, with its own marker
     model = ScriptedChatModel([AIMessage("Facts: [1]\nAnswer: Greenwich Village")])
-    result, _, _ = run_guided(app, BRIDGE, model, llm_agents="auto")
+    result, _, _ = run_guided(app, NAMED, model, llm_agents="auto")
     answer = result.answer
     assert answer.short_answer == "Greenwich Village"
     assert "based in Greenwich Village, New York City [Adriana_Trigiani]" in answer.answer_text
@@ -214,13 +217,13 @@ def test_react_follows_the_top_sections_links_before_the_answer_is_written(tmp_p
         ]
     )
     app.agent.reasoner = LLMReasoner(model)
-    response = app.agent.execute_agentic_search(BRIDGE, "test", use_memory=False)
+    response = app.agent.execute_agentic_search(NAMED, "test", use_memory=False)
 
     calls = [(c["tool"], c["arguments"]) for c in response.tool_calls]
     assert calls[:3] == [
         ("rag_search", {"query": "Big Stone Gap romantic comedy", "top_k": 1}),
         ("follow_references", {"source_id": "Big_Stone_Gap_film"}),
-        ("next_hop", {"question": BRIDGE, "source_id": "Big_Stone_Gap_film"}),
+        ("next_hop", {"question": NAMED, "source_id": "Big_Stone_Gap_film"}),
     ]
     assert len(model.calls) == 3  # search, answer, then the synthesis from the evidence
     evidence = str(model.calls[-1][-1].content)

@@ -20,7 +20,8 @@ model's answers build every later query.
 Three description forms are read (``NAME`` is a run of capitalised words or numbers):
 
 * possessive — ``NAME's`` + up to three lower-case words ("Big Eye's main director");
-* ``the`` + up to three lower-case words + ``of`` + ``NAME`` ("the author of Brand");
+* ``the`` + up to three lower-case words + ``of`` + up to two more + ``NAME`` ("the author
+  of Brand", "the director of the romantic comedy Big Stone Gap");
 * relative clause — ``the`` + up to three words + ``where`` / ``that`` / ``which`` / ``who``
   / ``whose`` / ``in which`` + a clause that holds a name: up to the name and its verb
   ("the city where Karel Purkyně died"), or to the end of the question when the name comes
@@ -32,6 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sleuth.agents.answer import AnswerDraft
 from sleuth.ingest.references import extract_references
@@ -40,6 +42,9 @@ from sleuth.retrieval.text import named_phrases, terms
 MAX_HOPS = 3
 """Descriptions resolved per question before the filled question is answered (MuSiQue
 questions have 2 to 4 hops)."""
+HOP_SECTIONS = 3
+"""Sections a hop's search gives the model to read: a one-hop question needs few, and every
+extra one is a distractor a small model may answer from."""
 MAX_SLOT_WORDS = 6
 """A hop's answer longer than this fills the slot with the last new name it gives ("Brand is
 a play by the Norwegian playwright Henrik Ibsen" → "Henrik Ibsen")."""
@@ -62,7 +67,8 @@ _PREPOSITION = r"(?:in|on|at|to|from|by|with|during|and|or|as|for|has|have|had|i
 _POSSESSIVE = re.compile(rf"(?<![\w])({_NAME})['’]s\s+")
 _HEAD_WORD = re.compile(rf"(?!{_BOUNDARY}\b|\w+ed\b)[a-z][\w\-]*")
 _OF_NAME = re.compile(
-    rf"\b[Tt]he\s+(?:(?!of\b|{_BOUNDARY}\b)[a-z][\w\-]*\s+){{1,3}}of\s+(?:the\s+)?{_NAME}"
+    rf"\b[Tt]he\s+(?:(?!of\b|{_BOUNDARY}\b)[a-z][\w\-]*\s+){{1,3}}of\s+(?:the\s+)?"
+    rf"(?:(?!of\b|{_BOUNDARY}\b)[a-z][\w\-]*\s+){{0,2}}{_NAME}"
 )
 _RELATIVE = re.compile(
     r"\b[Tt]he\s+(?:[a-z][\w\-]*\s+){1,3}(?:where|in which|that|which|who|whose)\s+"
@@ -201,10 +207,13 @@ def split_compositional(question: str) -> Split | None:
     q = " ".join(question.split())
     spans = _possessives(q)
     # "the spouse of Big Eye's director": the name is a possessor, the description goes on
+    # tried at every "the": one description may hold another ("the birthplace of the
+    # author of X"), and a scan that resumes after a match would miss the inner one
+    starts = (m.start() for m in re.finditer(r"\b[Tt]he\b", q))
     spans += [
         (m.start(), m.end())
-        for m in _OF_NAME.finditer(q)
-        if not q[m.end() :].startswith(("'", "’"))
+        for m in (_OF_NAME.match(q, at) for at in starts)
+        if m is not None and not q[m.end() :].startswith(("'", "’"))
     ]
     spans += _relatives(q)
     spans = [(a, b - 1 if q[b - 1] == " " else b) for a, b in spans]
@@ -246,31 +255,60 @@ class Hop:
             return None
         return self.draft.short_answer.strip() or None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The hop as JSON-able data (kept in a ReAct turn between steps)."""
+        return {
+            "question": self.question,
+            "draft": self.draft.model_dump(),
+            "source_ids": list(self.source_ids),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hop:
+        """The hop :meth:`to_dict` gave."""
+        return cls(
+            question=str(data["question"]),
+            draft=AnswerDraft.model_validate(data["draft"]),
+            source_ids=[str(s) for s in data.get("source_ids", [])],
+        )
+
 
 Reader = Callable[[str], Hop]
 """Answers one (sub-)question: searches it, has the model read what was found."""
 
 
+def next_question(question: str, hops: list[Hop], max_hops: int = MAX_HOPS) -> str | None:
+    """What the chain of ``question`` asks next, given the ``hops`` answered so far.
+
+    The question's innermost description's sub-question, or — once each answer has filled
+    its description (at most ``max_hops``) — the filled question itself. ``None`` when the
+    chain is over: the filled question was answered, a hop found no answer, or ``question``
+    is not compositional.
+    """
+    current, depth = question, 0
+    for hop in hops:
+        split = split_compositional(current) if depth < max_hops else None
+        if hop.answer is None or split is None:
+            return None  # a hop without an answer, or the filled question's own hop
+        current = split.fill(slot_value(hop.answer, split.sub_question))
+        depth += 1
+    split = split_compositional(current) if depth < max_hops else None
+    if split is not None:
+        return split.sub_question
+    return current if hops else None
+
+
 def answer_in_hops(question: str, read: Reader, max_hops: int = MAX_HOPS) -> list[Hop]:
-    """Answer ``question`` description by description, each answer filling the next query.
+    """Answer ``question`` description by description, each answer filling the next query
+    (:func:`next_question`); ``read`` answers each.
 
     Returns every hop read, in order; the last is the filled question's when the chain
     completed (``[]`` when the question is not compositional). A hop without an answer ends
-    the chain there (its hop is the last one returned, without an answer).
+    the chain (it is the last one returned).
     """
     hops: list[Hop] = []
-    current = question
-    for _ in range(max_hops):
-        split = split_compositional(current)
-        if split is None:
-            break
-        hop = read(split.sub_question)
-        hops.append(hop)
-        if hop.answer is None:
-            return hops
-        current = split.fill(slot_value(hop.answer, split.sub_question))
-    if hops:
-        hops.append(read(current))
+    while (asked := next_question(question, hops, max_hops)) is not None:
+        hops.append(read(asked))
     return hops
 
 

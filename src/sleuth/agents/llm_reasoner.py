@@ -26,6 +26,7 @@ from langchain_core.messages import (
 from pydantic import ValidationError
 
 from sleuth.agents.answer import AnswerDraft
+from sleuth.agents.chained import HOP_SECTIONS, Hop, chained_draft, next_question
 from sleuth.agents.citations import clean_answer_text
 from sleuth.agents.drafting import draft_from_text
 from sleuth.agents.guided.agents import evidence_section, generate_draft
@@ -48,6 +49,10 @@ BRIDGE_CALL_PREFIX = "call_bridge_"
 """Id prefix of the ``follow_references`` calls of the bridge step (:func:`_bridge_step`)."""
 REVISION_CALL_PREFIX = "call_revision_"
 """Id prefix of the search the critique asked for (:func:`_revision_step`)."""
+HOP_CALL_PREFIX = "call_hop_"
+"""Id prefix of a compositional question's hop searches (:meth:`LLMReasoner._chain_step`)."""
+HOPS_KEY = "sleuth_hops"
+"""Where a hop turn keeps the hops answered before it (``additional_kwargs``)."""
 BRIDGE_FROM = 3
 """Top-ranked sections whose links the bridge step may follow."""
 MAX_BRIDGE_FOLLOWS = 2
@@ -99,6 +104,9 @@ class LLMReasoner:
             if deeper is not None:
                 return deeper
         if held is not None:
+            chained = self._chain_step(state, ctx, tools, held)
+            if chained is not None:
+                return chained
             # the last round followed the top sections' links: the answer is written now,
             # from the evidence with the bridges in it (the model is not asked again)
             draft = self.synthesize(state.original_query, ctx, lambda: held)
@@ -122,6 +130,9 @@ class LLMReasoner:
             bridge = _bridge_step(state, ctx, tools, decision.draft)
             if bridge is not None:
                 return bridge
+            chained = self._chain_step(state, ctx, tools, decision.draft)
+            if chained is not None:
+                return chained
             loop_draft = decision.draft
             decision.draft = self.synthesize(state.original_query, ctx, lambda: loop_draft)
             decision.thought += " (the answer is written from the best sections found)"
@@ -152,6 +163,75 @@ class LLMReasoner:
             question, evidence, self.model, fallback=fallback, usage=ctx.add_usage
         )
         return result.value
+
+    def _chain_step(
+        self, state: AgentState, ctx: RunContext, tools: ToolRegistry, held: AnswerDraft
+    ) -> Decision | None:
+        """A compositional question answered hop by hop (:mod:`sleuth.agents.chained`), once
+        the loop holds an answer: each sub-question is a visible ``rag_search`` round
+        (:data:`HOP_SECTIONS` sections); at the next step the model reads what it found, and
+        its answer fills the next query. The hops answered so far travel in the hop turn
+        (:data:`HOPS_KEY`). Returns the next hop's round, or the chain's answer once the
+        filled question is answered; ``None`` (the answer is synthesised as before) when the
+        question is not compositional, a hop finds no answer, the run has no round left, or
+        the chain already ran.
+        """
+        if "rag_search" not in tools or not _knowledge_base_only(state, tools):
+            return None
+        last = _last_call_turn(state)
+        hops: list[Hop] = []
+        if isinstance(last, AIMessage) and _is_held_turn(last, HOP_CALL_PREFIX):
+            hops = [Hop.from_dict(h) for h in last.additional_kwargs.get(HOPS_KEY, [])]
+            hops.append(self._read_hop(str(last.tool_calls[0]["args"]["query"]), ctx))
+        elif any(_is_held_turn(m, HOP_CALL_PREFIX) for m in state.messages):
+            return None
+        asked = next_question(state.original_query, hops)
+        if asked is None:
+            draft = chained_draft(hops)
+            if draft is None:
+                return None
+            return Decision(
+                thought="The chain is answered: "
+                + "; ".join(f"'{h.question}' → '{h.answer}'" for h in hops)
+                + ".",
+                draft=draft,
+                message=AIMessage(_spoken(draft)),
+                checked=True,
+            )
+        if state.iteration_count + 1 >= state.max_iterations:
+            return None
+        call = ToolCallRequest(
+            id=f"{HOP_CALL_PREFIX}{state.iteration_count}",
+            name="rag_search",
+            arguments={"query": asked, "top_k": HOP_SECTIONS},
+        )
+        if hops:
+            thought = f"'{hops[-1].question}' → '{hops[-1].answer}'; next, searching '{asked}'."
+        else:
+            thought = f"The question describes what it asks about: first, searching '{asked}'."
+        return Decision(
+            thought=thought,
+            tool_calls=[call],
+            message=AIMessage(
+                content=thought,
+                tool_calls=[{"name": call.name, "args": call.arguments, "id": call.id}],
+                additional_kwargs={HOPS_KEY: [h.to_dict() for h in hops]},
+            ),
+            held=held,
+        )
+
+    def _read_hop(self, question: str, ctx: RunContext) -> Hop:
+        """The model's answer to one hop's question from the sections its search found."""
+        ids = ctx.found.get(question, [])[:HOP_SECTIONS]
+        evidence = [evidence_section(sid, ctx) for sid in ids if sid in ctx.retrieved]
+        result = generate_draft(
+            question,
+            evidence,
+            self.model,
+            fallback=lambda: AnswerDraft(answer_text="", is_insufficient_context=True),
+            usage=ctx.add_usage,
+        )
+        return Hop(question=question, draft=result.value, source_ids=ids)
 
     def _decision(
         self, state: AgentState, parsed: NormalizedReply, first: bool, searches: int = 1
@@ -388,8 +468,8 @@ def _revision_step(state: AgentState, ctx: RunContext, tools: ToolRegistry) -> D
 
 def _is_held_turn(message: BaseMessage | None, prefix: str = "") -> bool:
     """An assistant turn of calls the reasoner made while holding an answer (the bridge
-    step, or the critique's search; ``prefix`` narrows to one)."""
-    prefixes = (prefix,) if prefix else (BRIDGE_CALL_PREFIX, REVISION_CALL_PREFIX)
+    step, the critique's search, or a chain's hop; ``prefix`` narrows to one)."""
+    prefixes = (prefix,) if prefix else (BRIDGE_CALL_PREFIX, REVISION_CALL_PREFIX, HOP_CALL_PREFIX)
     return isinstance(message, AIMessage) and any(
         str(c.get("id") or "").startswith(prefixes) for c in message.tool_calls
     )

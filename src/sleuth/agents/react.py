@@ -243,7 +243,7 @@ def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     messages: list[BaseMessage] = [message.model_copy(update={"id": None})]
     messages.extend(decision.feedback)
     if decision.draft is not None:
-        update.update(draft=decision.draft, is_complete=True)
+        update.update(draft=decision.draft, is_complete=True, draft_checked=decision.checked)
     elif decision.errors and not decision.tool_calls:
         failures = state.parse_failures + 1
         note = "Observation: " + " ".join(decision.errors)
@@ -363,6 +363,7 @@ def reflect(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         not rt.reflection
         or draft is None
         or draft.is_insufficient_context
+        or state.draft_checked
         or state.reflections >= MAX_REVISIONS
         or state.iteration_count >= state.max_iterations
         or time.monotonic() > rt.deadline

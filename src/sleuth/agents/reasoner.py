@@ -35,6 +35,11 @@ class Decision(BaseModel):
     held: AnswerDraft | None = None
     """With ``tool_calls``: an answer the reasoner holds while they run (kept in
     :attr:`AgentState.held_draft` for the next THINK step)."""
+    checked: bool = False
+    """With ``draft``: the reasoner checked it as it built it (each hop of a chained
+    answer read from its own search), so the critic does not send it back for revision:
+    a revision would answer the whole question again from all the evidence, the very
+    reading the chain replaced."""
 
 
 class Reasoner(Protocol):

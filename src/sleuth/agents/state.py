@@ -78,6 +78,8 @@ class AgentState:
     draft: AnswerDraft | None = None
     held_draft: AnswerDraft | None = None
     """An answer the reasoner held while its last tool round ran (``Decision.held``)."""
+    draft_checked: bool = False
+    """The draft was checked as it was built (``Decision.checked``): the critic skips it."""
     plan: ReactPlan | None = None
     replans: int = 0
     critique: Critique | None = None

@@ -56,6 +56,8 @@ class RunContext:
     read: set[str] = field(default_factory=set)
     followed: set[str] = field(default_factory=set)
     searches: list[str] = field(default_factory=list)
+    found: dict[str, list[str]] = field(default_factory=dict)
+    """Each ``rag_search`` query of the run → the section ids it returned, best first."""
     hopped: set[str] = field(default_factory=set)
     """Sections a ``next_hop`` search started from."""
     hop_paths: dict[str, list[str]] = field(default_factory=dict)

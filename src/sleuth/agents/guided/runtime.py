@@ -53,7 +53,13 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
 from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
-from sleuth.agents.chained import Hop, answer_in_hops, chained_draft, split_compositional
+from sleuth.agents.chained import (
+    HOP_SECTIONS,
+    Hop,
+    answer_in_hops,
+    chained_draft,
+    split_compositional,
+)
 from sleuth.agents.citations import RemovedCitation, clean_answer_text
 from sleuth.agents.events import (
     AnswerEvent,
@@ -113,8 +119,6 @@ READ_PER_TARGET = 2
 MAX_READS = 4
 MAX_FOLLOWS = 2
 MAX_GENERATION_SECTIONS = 8
-HOP_SECTIONS = 3
-"""Sections a chained sub-question's search gives the model to read (one hop's evidence)."""
 PREVIEW_CHARS = 300
 
 
