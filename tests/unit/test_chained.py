@@ -86,6 +86,11 @@ def test_the_innermost_description_becomes_a_sub_question(
         "Who is the spouse of Orrin Vale?",  # one lookup: nothing is left around it
         "What is the scope of Section 2 of the BNSS?",  # a section reference is a name
         "Were Orrin Vale and Delia Marsh both directors?",
+        "Which came first, the forming of Lumen Hall or the birth of Ro Young?",  # two parts
+        "What was the profession of Amy Vell, who starred in Glass Harbor?",  # an attribute
+        "Which of the founders of the Lumen Circle wrote Salt Lanterns?",  # several entities
+        "The score is in the hand of a Brevanian musician whose teacher is whom?",  # adjective
+        "Brevania's best selling beer brand is brewed where?",  # no end of the phrase in sight
     ],
 )
 def test_questions_that_describe_nothing_are_not_split(question: str) -> None:

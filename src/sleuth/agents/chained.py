@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sleuth.agents.answer import AnswerDraft
+from sleuth.agents.guided.agents import split_question
 from sleuth.ingest.references import extract_references
 from sleuth.retrieval.text import named_phrases, terms
 
@@ -74,8 +75,13 @@ _RELATIVE = re.compile(
     r"\b[Tt]he\s+(?:[a-z][\w\-]*\s+){1,3}(?:where|in which|that|which|who|whose)\s+"
 )
 _CLAUSE_NAME = re.compile(
-    rf"(?:the\s+)?({_NAME})\s*(?:{_AUX}\s+)?(?:(?!{_PREPOSITION}\b)[a-z]+\b)?"
+    rf"(?:the\s+)?({_NAME})\s*(?:{_AUX}\s+)?(?:(?!{_PREPOSITION}\b)[a-z]+\b"
+    r"(?:\s+(?:into|up|out|off|place)\b)?)?"
 )
+_PHRASE_END = re.compile(rf"\s*(?:$|[?,.;:!)]|(?:{_BOUNDARY}|a|an|the|\w+ed)\b)")
+"""What may follow a description: the question's end, punctuation, a verb or preposition
+("… is", "… in"), an article; not a noun ("a German *musician*": the name was an adjective)
+nor an apostrophe ("James Woods' character")."""
 _PERSON_HEADS = frozenset(
     (
         "author",
@@ -128,6 +134,55 @@ _PERSON_HEADS = frozenset(
 )
 
 
+_ATTRIBUTE_HEADS = frozenset(
+    (
+        "profession",
+        "occupation",
+        "voice",
+        "birth",
+        "death",
+        "basis",
+        "name",
+        "number",
+        "population",
+        "date",
+        "year",
+        "time",
+        "age",
+        "height",
+        "length",
+        "size",
+        "type",
+        "kind",
+        "role",
+        "part",
+        "title",
+        "meaning",
+        "origin",
+        "nationality",
+        "genre",
+        "cause",
+        "history",
+        "style",
+        "rest",
+        "end",
+        "start",
+        "beginning",
+    )
+)
+"""Heads that describe an attribute, not an entity to look up first ("the profession of
+Amy Vell", "the birth of Ro Young"): the question asks for them, it does not build on them."""
+
+
+def _head(description: str) -> str:
+    """The head noun of a description: its last word before "of" or the relative word, after
+    a possessive ("the author of X" → "author"; "X's main director" → "director")."""
+    text = re.split(r"\b(?:of|where|that|which|who|whose|in which)\b", description)[0]
+    text = re.split(r"['’]s ", text, maxsplit=1)[-1]
+    found = re.findall(r"[a-z][\w\-]*", text)
+    return found[-1] if found else ""
+
+
 @dataclass(frozen=True)
 class Split:
     """One description of a compositional question, and the question around it.
@@ -145,12 +200,7 @@ class Split:
         text = self.description
         if text.startswith("The "):
             text = "t" + text[1:]
-        head = re.split(r"\b(?:of|where|that|which|who|whose|in which)\b", text)[0]
-        if "'s " in head or "’s " in head:
-            head = re.split(r"['’]s ", head, maxsplit=1)[1]
-        person = re.search(r"\bwho\b", text) is not None or any(
-            w in _PERSON_HEADS for w in re.findall(r"[a-z]+", head)
-        )
+        person = re.search(r"\bwho\b", text) is not None or _head(text) in _PERSON_HEADS
         return f"{'Who' if person else 'What'} is {text}?"
 
     def fill(self, answer: str) -> str:
@@ -169,13 +219,10 @@ def _possessives(question: str) -> list[tuple[int, int]]:
                 break
             ends.append(word.end())
             at = word.end() + len(question[word.end() :]) - len(question[word.end() :].lstrip())
-        if not ends:
+        visible = [end for end in ends if _PHRASE_END.match(question, end)]
+        if not visible:  # "Germany's best selling beer brand": no end in sight
             continue
-        end = ends[0]
-        for longer in ends[1:]:  # a longer head only where the phrase visibly ends there
-            rest = question[longer:].lstrip()
-            if not rest or rest[0] in "?,." or re.match(rf"{_BOUNDARY}\b", rest):
-                end = longer
+        end = visible[-1]
         spans.append((match.start(), end))
     return spans
 
@@ -199,12 +246,18 @@ def split_compositional(question: str) -> Split | None:
     """The innermost description of ``question`` as a :class:`Split`, or ``None``.
 
     Of the descriptions found (possessive, "the X of NAME", relative clause), those holding
-    no other are the innermost; the shortest of them is taken. ``None`` when there is none,
-    when it names a statute section (a section reference is already a name), or when the
+    no other are the innermost; the shortest of them is taken. ``None`` when there is none;
+    when the question has parts to answer apart
+    (:func:`~sleuth.agents.guided.agents.split_question`); when the description names a
+    statute section (a section reference is already a name), is an attribute ("the
+    profession of X", "the forming of X") or a plural ("the founders of X"), or is followed
+    by a noun or an apostrophe (its name was an adjective: "a German musician"); or when the
     rest of the question holds no content word ("Who is the spouse of Tim Burton?" is one
     lookup, not a description inside a question).
     """
     q = " ".join(question.split())
+    if split_question(q)[0]:
+        return None  # parts to answer apart ("Which came first, X or the birth of Y?")
     spans = _possessives(q)
     # "the spouse of Big Eye's director": the name is a possessor, the description goes on
     # tried at every "the": one description may hold another ("the birthplace of the
@@ -223,6 +276,12 @@ def split_compositional(question: str) -> Split | None:
         end = start + len(description)
         rest = f"{q[:start]} {q[end:]}"
         if extract_references(description) or not terms(rest):
+            continue
+        head = _head(description)
+        plural = head.endswith("s") and not head.endswith(("ss", "us"))
+        if head in _ATTRIBUTE_HEADS or head.endswith("ing") or plural:
+            continue  # an attribute, an event ("the forming of X"), several ("the founders")
+        if not _PHRASE_END.match(q, end):
             continue
         return Split(description=description, before=q[:start], after=q[end:])
     return None
