@@ -208,6 +208,12 @@ def test_guided_answers_a_compositional_question_hop_by_hop(tmp_path) -> None:
         "Who is the director of Glass Harbor?",
         "Who is the spouse of Orrin Vale?",
     ]
+    chain = result.trace["agentic"]["chain"]
+    assert [(h["question"], h["answer"]) for h in chain] == [
+        ("Who is the director of Glass Harbor?", "Orrin Vale"),
+        ("Who is the spouse of Orrin Vale?", "Delia Marsh"),
+    ]
+    assert "Orrin_Vale" in chain[1]["source_ids"]
     hops = [t for t in thoughts(events) if t.startswith("Hop:")]
     assert hops == [
         "Hop: 'Who is the director of Glass Harbor?' → 'Orrin Vale'.",

@@ -133,7 +133,8 @@ class GuidedResult(BaseModel):
         removed_citations: cited ids dropped because they were not retrieved in the run.
         trace: run metadata: ``planner_runtime``, ``planner_run_id``, ``planner_path``,
             ``tool_trace``, ``output_validation_retries``, ``agentic`` (``crag``,
-            ``complementary``, ``compression``, ``decomposition``), ``timings_ms``, plus
+            ``complementary``, ``compression``, ``decomposition``, ``chain``: the chained
+            sub-questions, each with its answer and sections), ``timings_ms``, plus
             ``route``, ``plan``, ``agents``, ``retrieved_source_ids``, ``token_usage``,
             ``citations_removed``, ``error``.
         error: ``"Type: message"`` when the graph itself failed (status ``error``).
@@ -200,6 +201,8 @@ class _Run:
     crag: list[dict[str, Any]] = field(default_factory=list)
     complementary: list[str] = field(default_factory=list)
     complementary_done: bool = False
+    chain: list[dict[str, Any]] = field(default_factory=list)
+    """The chained sub-questions asked (:func:`_chained`): question, answer, source_ids."""
     compression: dict[str, Any] = field(
         default_factory=lambda: {"applied": False, "tokens_before": 0, "tokens_after": 0}
     )
@@ -1009,6 +1012,10 @@ def _chained(rt: _Run, state: GuidedState) -> AnswerDraft | None:
     model = rt.model
 
     def read(question: str) -> Hop:
+        if rt.expired():  # no time for another hop: the chain ends unanswered
+            return Hop(
+                question=question, draft=AnswerDraft(answer_text="", is_insufficient_context=True)
+            )
         args = {"query": question, "top_k": HOP_SECTIONS}
         found = rt.call_tool("rag_search", args)
         rt.act_step([("rag_search", args, found)])
@@ -1023,6 +1030,7 @@ def _chained(rt: _Run, state: GuidedState) -> AnswerDraft | None:
         )
         rt.record("generator", result)
         hop = Hop(question=question, draft=result.value, source_ids=ids)
+        rt.chain.append({"question": question, "answer": hop.answer, "source_ids": ids})
         rt.generation = (question, evidence, [])
         rt.think(
             f"Hop: '{question}' → " + (f"'{hop.answer}'" if hop.answer else "no answer") + ".",
@@ -1268,6 +1276,7 @@ class GuidedRuntime:
                 "complementary": list(rt.complementary),
                 "compression": dict(rt.compression),
                 "decomposition": dict(rt.decomposition),
+                "chain": list(rt.chain),
                 "recalled_sections": list(rt.recalled),
             },
             "timings_ms": {
