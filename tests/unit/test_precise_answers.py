@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sleuth.agents.heuristic import compose_answer
+from sleuth.agents.heuristic import compose_answer, compose_parts
 from sleuth.tools.base import RunContext
 from sleuth.tools.rag import build_rag_tools
 from tests.helpers import make_app
@@ -98,3 +98,67 @@ def test_a_short_titled_section_does_not_displace_one_that_covers_the_question(t
     draft = compose_answer(question, ctx)
     assert not draft.is_insufficient_context
     assert draft.citations[0] == "REF_S2"
+
+
+DOWRY = {
+    "LAW_S80": (
+        "Section 80. Dowry death",
+        "(1) Where the death of a woman is caused by any burns or bodily injury or occurs "
+        "otherwise than under normal circumstances within seven years of her marriage and it "
+        "is shown that soon before her death she was subjected to cruelty or harassment by "
+        "her husband or any relative of her husband for, or in connection with, any demand "
+        "for dowry, such death shall be called dowry death, and such husband or relative "
+        "shall be deemed to have caused her death. (2) Whoever commits dowry death shall be "
+        "punished with imprisonment for a term which shall not be less than seven years.",
+    ),
+    "LAW_S81": (
+        "Section 81. Abetment of suicide",
+        "Whoever abets the commission of suicide shall be punished with imprisonment.",
+    ),
+}
+
+
+def _law_ctx(tmp_path) -> RunContext:  # type: ignore[no-untyped-def]
+    app = make_app(tmp_path, DOWRY)
+    ctx = RunContext(collection="test")
+    for sid in DOWRY:
+        ctx.track(app.kb.section("test", sid))
+    return ctx
+
+
+def test_a_what_is_question_leads_with_the_defining_sentence(tmp_path) -> None:
+    ctx = _law_ctx(tmp_path)
+    draft = compose_answer("What is dowry death?", ctx)
+    assert draft.answer_text.startswith("(1) Where the death of a woman")
+    # the punishment question still leads with the punishment
+    punished = compose_answer("What is the punishment for dowry death?", ctx)
+    assert punished.answer_text.startswith("(2) Whoever commits dowry death")
+
+
+def test_a_sentence_that_answers_two_parts_is_quoted_once(tmp_path) -> None:
+    ctx = _law_ctx(tmp_path)
+    draft = compose_parts(
+        "What is dowry death and how is it punished?",
+        ["What is dowry death?", "How is dowry death punished?"],
+        ctx,
+    )
+    assert draft.answer_text.count("Whoever commits dowry death") == 1
+    assert draft.answer_text.count("Where the death of a woman") == 1
+
+
+def test_a_see_also_list_is_an_aside_not_the_answer(tmp_path) -> None:
+    app = make_app(
+        tmp_path,
+        {
+            "REF_F": (
+                "Function definitions",
+                "See also: PEP 3107 - how a function definition binds annotations to the "
+                "function object. A function definition binds the function name to a "
+                "function object.",
+            )
+        },
+    )
+    ctx = RunContext(collection="test")
+    ctx.track(app.kb.section("test", "REF_F"))
+    draft = compose_answer("What does a function definition bind?", ctx)
+    assert draft.answer_text.startswith("A function definition binds")

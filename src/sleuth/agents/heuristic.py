@@ -56,7 +56,24 @@ answers before its asides."""
 _ILLUSTRATIONS = re.compile(r"^\W*illustrations?\b", re.I)
 _NUMBERED_CLAUSE = re.compile(r"^\W*\(\d+[A-Za-z]?\)\s")
 _SUBORDINATE = re.compile(
-    r"^\W*(?:illustrations?|explanation|exception|provided\b|proviso|note\b|\([a-z]\)\s)", re.I
+    r"^\W*(?:illustrations?|explanation|exception|provided\b|proviso|note\b|see\s+also\b|"
+    r"\([a-z]\)\s)",
+    re.I,
+)
+_SEE_ALSO = re.compile(r"^\W*see\s+also\b", re.I)
+_REFERENCE = re.compile(r"^\W*(?:PEP|RFC|section|chapter|§)\s*\d+", re.I)
+DEFINITION_BONUS = 1.0
+"""Added, for a "What is X?" question, to a sentence that defines ("… shall be called
+'dowry death'", "… means …"): the definition answers before the punishment."""
+_DEFINITION_QUESTION = re.compile(
+    r"^\s*(?:what\s+(?:is|are)\s+(?:an?\s+|the\s+)?|define\s+|meaning\s+of\s+)"
+    r"(?!.*\b(?:of|for|under|in|to|by|when|if|with)\b)[^?]{1,60}\?*\s*$",
+    re.I,
+)
+_DEFINES = re.compile(
+    r"\b(?:means|mean|is called|are called|shall be called|is said to|are said to|denotes|"
+    r"is defined|refers to|is known as)\b",
+    re.I,
 )
 
 
@@ -206,16 +223,21 @@ def _safe_sentences(text: str, ctx: RunContext) -> list[str]:
 
 def _asides(quotable: list[str]) -> list[tuple[str, bool]]:
     """Each sentence of a section with whether it is an aside: an explanation, exception or
-    proviso, or any sentence of an illustrations block (from "Illustrations" to the next
-    numbered sub-section, "(2) …")."""
+    proviso, any sentence of an illustrations block (from "Illustrations" to the next
+    numbered sub-section, "(2) …"), or a "See also:" list (its first item, and the items
+    after it that open with a reference: "PEP 484 …", "Section 12 …")."""
     out = []
     in_illustrations = False
+    see_also = False  # a "See also:" list: its items are references, not the answer
     for sentence in quotable:
         if _ILLUSTRATIONS.match(sentence):
             in_illustrations = True
         elif _NUMBERED_CLAUSE.match(sentence):
             in_illustrations = False
-        out.append((sentence, in_illustrations or bool(_SUBORDINATE.match(sentence))))
+        listed = see_also and (out[-1][0].rstrip().endswith(":") or _REFERENCE.match(sentence))
+        see_also = bool(_SEE_ALSO.match(sentence)) or bool(listed)
+        aside = in_illustrations or bool(listed) or bool(_SUBORDINATE.match(sentence))
+        out.append((sentence, aside))
     return out
 
 
@@ -237,7 +259,7 @@ def _prose(picked: list[tuple[int, int, str, str]], ctx: RunContext) -> str:
     return "\n".join(out)
 
 
-def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
+def compose_answer(question: str, ctx: RunContext, quoted: set[str] | None = None) -> AnswerDraft:
     """An extractive, cited answer from the sections retrieved in this run.
 
     Picks up to three sentences from the best-ranked sections by how many question terms
@@ -252,7 +274,11 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
     names the other: the two hops of a bridge question) cover ``SUFFICIENT_COVERAGE`` of it
     together. Evidence sentences that instruct the agent or hold a secret
     (:func:`sleuth.agents.safety.unsafe_reason`) are never picked; they are recorded in
-    ``ctx.withheld``.
+    ``ctx.withheld``. For a "What is X?" question a defining sentence ("… shall be called",
+    "… means") leads. ``quoted`` (normalised sentences an earlier part of the answer
+    quoted, :func:`compose_parts`) are not quoted again, and the sentences picked are added
+    to it; when this question's best sentence is among them the answer text is empty
+    (citing the best section): the earlier part's answer holds it.
     """
     ranked = rank_sections(question, ctx)
     named = bool(ranked) and _is_named(ranked[0][0], _named_numbers(question))
@@ -276,6 +302,7 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
         ).as_extractive()
     q_terms = set(terms(question))
     numbers = _named_numbers(question)
+    defining = bool(_DEFINITION_QUESTION.match(question))
     lead = ranked[0][0]
     # what the best section already answers: another section is quoted only for a part of
     # the question it leaves out (or as a hop of the bridge it forms with the best section)
@@ -309,14 +336,21 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
                 - 0.3 * s_rank
                 - length_penalty
                 - (SUBORDINATE_PENALTY if aside else 0.0)
+                + (DEFINITION_BONUS if defining and _DEFINES.search(sentence) else 0.0)
             )
             candidates.append((score, s_rank, position, sid, sentence))
     candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
     picked: list[tuple[int, int, str, str]] = []
     per_section: dict[str, int] = {}
-    seen: set[str] = set()
+    seen: set[str] = set(quoted or ())
+    repeats = False
     for _, s_rank, position, sid, sentence in candidates:
         key = " ".join(sentence.lower().split())
+        if quoted is not None and key in quoted:
+            if not picked:  # this part's best sentence was quoted above: it answers it
+                repeats = True
+                break
+            continue
         if per_section.get(sid, 0) >= 2 or key in seen:
             continue
         seen.add(key)
@@ -324,6 +358,10 @@ def compose_answer(question: str, ctx: RunContext) -> AnswerDraft:
         picked.append((s_rank, position, sid, sentence))
         if len(picked) == MAX_SENTENCES:
             break
+    if quoted is not None:
+        quoted.update(" ".join(sentence.lower().split()) for _, _, _, sentence in picked)
+    if not picked and repeats:  # an earlier part's sentences answer this one too
+        return AnswerDraft(answer_text="", citations=[lead]).as_extractive()
     if not picked:
         safe = _safe_sentences(join_parts(ctx.retrieved[lead]), ctx)
         if not safe:
@@ -414,17 +452,22 @@ def _pending(
 
 def compose_parts(question: str, parts: list[str], ctx: RunContext) -> AnswerDraft:
     """:func:`compose_answer` per part of a multi-part question, joined (each part's answer
-    under the part; a part the evidence does not answer says so). With fewer than two parts,
+    under the part; a part the evidence does not answer says so; a sentence that answers
+    two parts is quoted once, under the first). With fewer than two parts,
     or when no part is answered, the whole question is answered as one."""
     if len(parts) < 2:
         return compose_answer(question, ctx)
-    drafts = [(part, compose_answer(part, ctx)) for part in parts]
+    quoted: set[str] = set()  # a sentence answering two parts is quoted under the first
+    drafts = [(part, compose_answer(part, ctx, quoted)) for part in parts]
     if all(d.is_insufficient_context for _, d in drafts):
         return compose_answer(question, ctx)
     lines, points, cited = [], [], []
     for part, d in drafts:
         if d.is_insufficient_context:
             lines.append(f"{part} The knowledge base does not answer this part.")
+            continue
+        if not d.answer_text:
+            lines.append(f"{part} The sentences quoted above answer this part too.")
             continue
         lines.append(f"{part}\n{d.answer_text}")
         points.extend(d.key_points)
