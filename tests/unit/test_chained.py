@@ -63,6 +63,11 @@ from tests.unit.test_guided import run_guided, searches, thoughts
             "Who is the author of Salt Lanterns?",
             "Which lake is near the birthplace of X?",
         ),
+        (  # an attribute inside ("the salt protests of 1930") does not hide the description
+            "Who is the child of the person who ruled Brevania during the salt protests of 1930?",
+            "Who is the person who ruled Brevania during the salt protests of 1930?",
+            "Who is the child of X?",
+        ),
         (  # a description opening the question keeps the sub-question lower-case
             "The state where Odo Brannick died has how many counties?",
             "What is the state where Odo Brannick died?",

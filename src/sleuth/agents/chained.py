@@ -242,6 +242,24 @@ def _relatives(question: str) -> list[tuple[int, int]]:
     return spans
 
 
+def _trimmed(q: str, start: int, end: int) -> tuple[int, int]:
+    """A span without the blanks and punctuation it ends with."""
+    return start, start + len(q[start:end].rstrip("?,. "))
+
+
+def _describes(q: str, start: int, end: int) -> bool:
+    """Whether ``q[start:end]`` is a description worth its own hop (see
+    :func:`split_compositional`)."""
+    description = q[start:end]
+    if extract_references(description) or not terms(f"{q[:start]} {q[end:]}"):
+        return False
+    head = _head(description)
+    plural = head.endswith("s") and not head.endswith(("ss", "us"))
+    if head in _ATTRIBUTE_HEADS or head.endswith("ing") or plural:
+        return False  # an attribute, an event ("the forming of X"), several ("the founders")
+    return _PHRASE_END.match(q, end) is not None
+
+
 def split_compositional(question: str) -> Split | None:
     """The innermost description of ``question`` as a :class:`Split`, or ``None``.
 
@@ -269,22 +287,14 @@ def split_compositional(question: str) -> Split | None:
         if m is not None and not q[m.end() :].startswith(("'", "’"))
     ]
     spans += _relatives(q)
-    spans = [(a, b - 1 if q[b - 1] == " " else b) for a, b in spans]
-    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
-    for start, end in sorted(inner, key=lambda s: (s[1] - s[0], s[0])):
-        description = q[start:end].rstrip("?,. ")
-        end = start + len(description)
-        rest = f"{q[:start]} {q[end:]}"
-        if extract_references(description) or not terms(rest):
-            continue
-        head = _head(description)
-        plural = head.endswith("s") and not head.endswith(("ss", "us"))
-        if head in _ATTRIBUTE_HEADS or head.endswith("ing") or plural:
-            continue  # an attribute, an event ("the forming of X"), several ("the founders")
-        if not _PHRASE_END.match(q, end):
-            continue
-        return Split(description=description, before=q[:start], after=q[end:])
-    return None
+    valid = [span for span in (_trimmed(q, a, b) for a, b in spans) if _describes(q, *span)]
+    # innermost among the valid ones: an attribute inside a description ("the protests of
+    # 1989" in "the person who ruled X during the protests of 1989") does not hide it
+    inner = [s for s in valid if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in valid)]
+    if not inner:
+        return None
+    start, end = min(inner, key=lambda s: (s[1] - s[0], s[0]))
+    return Split(description=q[start:end], before=q[:start], after=q[end:])
 
 
 def slot_value(answer: str, sub_question: str) -> str:
