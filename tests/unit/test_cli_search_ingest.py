@@ -119,6 +119,9 @@ def test_ingest_that_indexes_nothing_fails_and_says_so(
     result = runner.invoke(app, ["ingest", str(only_other), "-c", "notes"])
     assert result.exit_code == 1
     assert "nothing was indexed: no file of a supported type was found" in result.stderr
+    # the failed batches created no collection of their own
+    listed = runner.invoke(app, ["collections", "--json"])
+    assert "notes" not in [c["name"] for c in json.loads(listed.stdout)]
 
     (tmp_path / "notes.md").write_text("# Notes\n\nThe lamp is cleaned on Tuesdays.\n")
     result = runner.invoke(app, ["ingest", str(tmp_path), "-c", "notes"])
@@ -126,6 +129,11 @@ def test_ingest_that_indexes_nothing_fails_and_says_so(
     assert "nothing was indexed" not in result.stderr
     again = runner.invoke(app, ["ingest", str(tmp_path / "notes.md"), "-c", "notes"])
     assert again.exit_code == 0, again.output  # unchanged content is indexed content
+    # a failed batch into a collection that existed before keeps it and its documents
+    failed = runner.invoke(app, ["ingest", str(tmp_path / "empty.txt"), "-c", "notes"])
+    assert failed.exit_code == 1
+    listed = json.loads(runner.invoke(app, ["collections", "--json"]).stdout)
+    assert [c["n_documents"] for c in listed if c["name"] == "notes"] == [1]
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "dense"])

@@ -71,12 +71,17 @@ def ingest(
     )
     name = common.collection_name(collection)
     s = common.open_sleuth()
+    existed = s.catalog.get_collection(name) is not None
     try:
         if as_json:
             report = s.pipeline.ingest(paths, name, options)
         else:
             with RichProgress(err) as progress:
                 report = s.pipeline.ingest(paths, name, options, progress=progress)
+        problem = nothing_indexed(report)
+        if problem is not None and not existed and s.catalog.get_collection(name) is not None:
+            # a batch that indexed nothing leaves no empty collection of its own behind
+            s.drop_collection(name)
     except SleuthError as exc:
         s.close()
         raise common.fail(str(exc)) from exc
@@ -95,6 +100,5 @@ def ingest(
             f"{t['duplicate']} duplicate, {t['skipped']} skipped, {t['failed']} failed; "
             f"{report.n_embedded} chunks embedded in {report.timings.total_s:.1f} s"
         )
-    problem = nothing_indexed(report)
     if problem is not None:
         raise common.fail(problem, EXIT_ERROR)
