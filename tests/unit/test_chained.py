@@ -273,3 +273,27 @@ def test_react_answers_a_compositional_question_hop_by_hop(tmp_path) -> None:
     assert {c.source_id for c in response.answer.citations} == {"Glass_Harbor", "Orrin_Vale"}
     said = [s.content for s in response.reasoning_steps if s.step_type == "think"]
     assert any("'Who is the director of Glass Harbor?' → 'Orrin Vale'" in t for t in said)
+
+
+def test_react_synthesises_the_whole_answer_when_a_hop_finds_nothing(tmp_path) -> None:
+    app = _films_app(tmp_path)
+    question = "Who is the spouse of the director of Glass Harbor?"
+
+    def loop_or_reader(messages: list[BaseMessage]) -> AIMessage:
+        prompt = str(messages[-1].content)
+        if "numbered evidence" in str(messages[0].content):
+            if prompt.rstrip().endswith("Question: Who is the director of Glass Harbor?"):
+                return AIMessage(content="Facts: nothing\nAnswer: Insufficient context")
+            return _reader(messages)
+        if not any(isinstance(m, AIMessage) for m in messages):
+            return tool_call("rag_search", {"query": "Glass Harbor director", "top_k": 1})
+        return AIMessage(content="Answer: Orrin Vale")
+
+    model = ScriptedChatModel([loop_or_reader], repeat_last=True)
+    app.agent.reasoner = LLMReasoner(model)
+    response = app.agent.execute_agentic_search(question, "test", use_memory=False)
+    asked = [str(c[-1].content).rsplit("Question:", 1)[-1].strip() for c in model.calls]
+    # one hop, then the synthesis reads the whole question from all the evidence
+    assert "Who is the spouse of Orrin Vale?" not in asked
+    assert asked[-1] == question
+    assert response.answer.short_answer == "Orrin Vale"  # the double's whole-question reply
