@@ -36,7 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sleuth.agents.answer import AnswerDraft
-from sleuth.agents.guided.agents import split_question
+from sleuth.agents.guided.agents import (
+    EvidenceSection,
+    StructuredResult,
+    UsageSink,
+    generate_draft,
+    split_question,
+)
 from sleuth.ingest.references import extract_references
 from sleuth.retrieval.text import named_phrases, terms
 
@@ -340,6 +346,25 @@ class Hop:
             draft=AnswerDraft.model_validate(data["draft"]),
             source_ids=[str(s) for s in data.get("source_ids", [])],
         )
+
+
+def read_hop(
+    question: str,
+    evidence: list[EvidenceSection],
+    model: Any,
+    usage: UsageSink | None = None,
+) -> tuple[Hop, StructuredResult[AnswerDraft]]:
+    """One hop read by the model: the guided generator over ``evidence`` (no answer when
+    the call fails or the reply is empty), as a :class:`Hop` and the generator's result."""
+    result = generate_draft(
+        question,
+        evidence,
+        model,
+        fallback=lambda: AnswerDraft(answer_text="", is_insufficient_context=True),
+        usage=usage,
+    )
+    hop = Hop(question=question, draft=result.value, source_ids=[e.source_id for e in evidence])
+    return hop, result
 
 
 Reader = Callable[[str], Hop]

@@ -26,7 +26,7 @@ from langchain_core.messages import (
 from pydantic import ValidationError
 
 from sleuth.agents.answer import AnswerDraft
-from sleuth.agents.chained import HOP_SECTIONS, Hop, chained_draft, next_question
+from sleuth.agents.chained import HOP_SECTIONS, Hop, chained_draft, next_question, read_hop
 from sleuth.agents.citations import clean_answer_text
 from sleuth.agents.drafting import draft_from_text
 from sleuth.agents.guided.agents import evidence_section, generate_draft
@@ -224,14 +224,7 @@ class LLMReasoner:
         """The model's answer to one hop's question from the sections its search found."""
         ids = ctx.found.get(question, [])[:HOP_SECTIONS]
         evidence = [evidence_section(sid, ctx) for sid in ids if sid in ctx.retrieved]
-        result = generate_draft(
-            question,
-            evidence,
-            self.model,
-            fallback=lambda: AnswerDraft(answer_text="", is_insufficient_context=True),
-            usage=ctx.add_usage,
-        )
-        return Hop(question=question, draft=result.value, source_ids=ids)
+        return read_hop(question, evidence, self.model, usage=ctx.add_usage)[0]
 
     def _decision(
         self, state: AgentState, parsed: NormalizedReply, first: bool, searches: int = 1

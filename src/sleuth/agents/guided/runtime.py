@@ -58,6 +58,7 @@ from sleuth.agents.chained import (
     Hop,
     answer_in_hops,
     chained_draft,
+    read_hop,
     split_compositional,
 )
 from sleuth.agents.citations import RemovedCitation, clean_answer_text
@@ -1023,15 +1024,8 @@ def _chained(rt: _Run, state: GuidedState) -> AnswerDraft | None:
         rt.act_step([("rag_search", args, found)])
         ids = list(dict.fromkeys(c.source_id for c in found.chunks))
         evidence = [rt.section(sid) for sid in ids]
-        result = generate_draft(
-            question,
-            evidence,
-            model,
-            fallback=lambda: AnswerDraft(answer_text="", is_insufficient_context=True),
-            usage=rt.usage_for("generator"),
-        )
+        hop, result = read_hop(question, evidence, model, usage=rt.usage_for("generator"))
         rt.record("generator", result)
-        hop = Hop(question=question, draft=result.value, source_ids=ids)
         rt.chain.append({"question": question, "answer": hop.answer, "source_ids": ids})
         rt.generation = (question, evidence, [])
         rt.think(
