@@ -108,6 +108,10 @@ def test_ingest_that_indexes_nothing_fails_and_says_so(
     result = runner.invoke(app, ["ingest", str(tmp_path), "-c", "notes"])
     assert result.exit_code == 1, result.output
     assert "error: nothing was indexed: of 2 files, 1 skipped (empty), 1 failed" in result.stderr
+    # each outcome once, the file named once (not "broken.pdf: broken.pdf: ...")
+    assert result.stderr.count("the file is empty") == 1
+    flat = "".join(result.stderr.split())  # rich wraps long lines
+    assert "".join(f"failed: {tmp_path / 'broken.pdf'}: not a readable PDF".split()) in flat
     as_json = runner.invoke(app, ["ingest", str(tmp_path / "empty.txt"), "-c", "notes", "--json"])
     assert as_json.exit_code == 1
     assert json.loads(as_json.stdout)["totals"]["skipped"] == 1  # the report is still printed

@@ -89,6 +89,20 @@ def test_the_web_app_is_served_at_the_root_with_its_assets(client: TestClient) -
     assert "/" not in client.get("/openapi.json").json()["paths"]
 
 
+def test_the_api_docs_are_served_without_a_cdn(client: TestClient) -> None:
+    # FastAPI's default /docs page loads Swagger UI from a CDN: blank on an offline machine
+    r = client.get("/docs")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assets = re.findall(r"""(?:src|href)=["'](/docs/assets/[^"']+)["']""", r.text)
+    assert any(a.endswith(".js") for a in assets) and any(a.endswith(".css") for a in assets)
+    for asset in assets:
+        got = client.get(asset)
+        assert got.status_code == 200 and got.content, asset
+    assert "cdn." not in r.text and "https://" not in r.text.replace("https://swagger.io", "")
+    assert "/openapi.json" in r.text
+    assert client.get("/redoc").status_code == 404  # ReDoc has no offline bundle: not served
+
+
 def _source_hash() -> str:
     """The hash web/scripts/stamp.mjs records (same files, same order, same bytes)."""
     files = [

@@ -34,7 +34,7 @@ from sleuth.api.runs import RunRegistry
 from sleuth.api.schemas import Health
 from sleuth.api.search import router as search_router
 from sleuth.api.state import ApiState, get_state
-from sleuth.api.web import mount_web
+from sleuth.api.web import mount_docs, mount_web
 from sleuth.app import Sleuth
 from sleuth.config import Settings
 from sleuth.errors import ConfigError, SleuthError, UserError
@@ -124,6 +124,18 @@ def _field(loc: Any) -> str:
     return ".".join(parts)
 
 
+def _error_message(error: dict[str, Any]) -> str:
+    """One validation error as a line: ``query: Field required``; a body that is not JSON
+    at all reads ``request body is not valid JSON: Expecting ',' delimiter (at character
+    39)`` (FastAPI reports it at ``("body", <offset>)``)."""
+    loc = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid":
+        reason = str((error.get("ctx") or {}).get("error") or error.get("msg", ""))
+        at = f" (at character {loc[1]})" if len(loc) > 1 and isinstance(loc[1], int) else ""
+        return f"request body is not valid JSON: {reason}{at}"
+    return f"{_field(loc)}: {error.get('msg', '')}"
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -135,7 +147,7 @@ def _install_error_handlers(app: FastAPI) -> None:
                 headers=refused.headers,
             )
         errors = exc.errors()
-        message = "; ".join(f"{_field(e.get('loc', ()))}: {e.get('msg', '')}" for e in errors)
+        message = "; ".join(_error_message(e) for e in errors)
         return JSONResponse(
             {"detail": _json_safe(jsonable_encoder(errors)), "message": message}, status_code=422
         )
@@ -273,6 +285,8 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
         description=DESCRIPTION,
         lifespan=lifespan,
         max_body_size=JSON_BODY_LIMIT,
+        docs_url=None,  # served from installed files by mount_docs, not from a CDN
+        redoc_url=None,
         openapi_tags=[
             {"name": "agent search", "description": "Ask, stream, read runs"},
             {"name": "collections", "description": "Collections, documents, ingestion jobs"},
@@ -289,5 +303,6 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
 
     app.include_router(search_router)
     app.include_router(collections_router(s))
+    mount_docs(app)
     mount_web(app)
     return app

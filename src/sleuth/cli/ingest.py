@@ -93,7 +93,9 @@ def ingest(
             err.print(f"[yellow]warning:[/yellow] {warning}")
         for f in report.files:
             if f.status in ("failed", "duplicate"):
-                err.print(f"[red]{f.status}:[/red] {f.path}: {f.message}")
+                # the message opens with the file's name: the full path stands for it
+                reason = f.message.removeprefix(f"{Path(f.path).name}: ")
+                err.print(f"[red]{f.status}:[/red] {f.path}: {reason}", highlight=False)
         t = report.totals
         typer.echo(
             f"{name}: {t['added']} added, {t['replaced']} replaced, {t['unchanged']} unchanged, "

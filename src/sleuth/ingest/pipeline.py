@@ -438,12 +438,14 @@ class IngestPipeline:
         batch.ids[doc_id] = key
         kept = previous is not None and previous.status == "indexed"
         message = f"{path.name}: {exc.reason}"
+        # the report carries the outcome (the caller shows it): logged at INFO, not WARNING,
+        # so that a command line without logging set up does not print it a second time
         if status == "skipped":
             message += ", skipped"
             report.warnings.append(message)
-            logger.warning("%s", message)
+            logger.info("%s", message)
         else:
-            logger.warning("cannot ingest %s", message)
+            logger.info("cannot ingest %s", message)
         if kept:
             message += "; the previously indexed version is kept"
         else:
