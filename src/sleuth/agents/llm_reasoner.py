@@ -31,7 +31,7 @@ from sleuth.agents.citations import clean_answer_text
 from sleuth.agents.drafting import draft_from_text
 from sleuth.agents.guided.agents import evidence_section, generate_draft
 from sleuth.agents.heuristic import compose_answer, rank_sections, with_bridges
-from sleuth.agents.multihop import run_hop_starts, with_chains
+from sleuth.agents.multihop import run_hop_starts
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.reflection import CRITIQUE_NOTE
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
@@ -147,14 +147,13 @@ class LLMReasoner:
         The loop's history is long (every observation) and a small model answers from it
         poorly; once it decides to answer (or to decline), the sections it found are ranked
         for the question (:func:`~sleuth.agents.heuristic.rank_sections`, each of the top
-        ones followed by the section it links to, :func:`~sleuth.agents.heuristic.with_bridges`,
-        and by what its multi-hop chain found, :func:`~sleuth.agents.multihop.with_chains`)
+        ones followed by the section it links to, :func:`~sleuth.agents.heuristic.with_bridges`)
         and handed, numbered as in the run, to the guided generator's prompt
         (:func:`~sleuth.agents.guided.agents.generate_draft`). ``fallback`` (the loop's own
         answer) when the call fails or nothing was retrieved.
         """
         ranked = [sid for sid, _ in rank_sections(question, ctx)]
-        top = with_chains(with_bridges(ranked[:3], ranked, ctx), ctx)
+        top = with_bridges(ranked[:3], ranked, ctx)
         ids = list(dict.fromkeys([*top, *ranked]))
         evidence = [evidence_section(sid, ctx) for sid in ids[:SYNTHESIS_SECTIONS]]
         if not evidence:

@@ -71,27 +71,3 @@ def _leaves_open(question: str, source_id: str, ctx: RunContext) -> bool:
         for chunk in ctx.retrieved.get(sid, []):
             covered |= set(terms(f"{chunk.heading} {chunk.text}"))
     return bool(open_words(question, covered))
-
-
-def with_chains(top: Sequence[str], ctx: RunContext) -> list[str]:
-    """``top`` with each section followed by what its ``next_hop`` searches found: the best
-    :data:`FRONT` of its hits, each followed by its own best hit, and so on to
-    :data:`MAX_DEPTH`. A generator reads the first few sections only, and the last hop of a
-    chain (the section holding the answer) shares few words with the question, so it ranks
-    low on its own."""
-    children: dict[str, list[str]] = {}
-    for sid, path in ctx.hop_paths.items():
-        children.setdefault(path[-1], []).append(sid)
-    out: list[str] = []
-
-    def visit(sid: str, depth: int) -> None:
-        if sid in out:
-            return
-        out.append(sid)
-        if depth < MAX_DEPTH:
-            for child in children.get(sid, [])[: FRONT if depth == 0 else 1]:
-                visit(child, depth + 1)
-
-    for sid in top:
-        visit(sid, 0)
-    return out
