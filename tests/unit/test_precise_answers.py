@@ -162,3 +162,48 @@ def test_a_see_also_list_is_an_aside_not_the_answer(tmp_path) -> None:
     ctx.track(app.kb.section("test", "REF_F"))
     draft = compose_answer("What does a function definition bind?", ctx)
     assert draft.answer_text.startswith("A function definition binds")
+
+
+RELEASE = {
+    # the non-X section comes first in the index and shares as many words with the question
+    "CODE_S40": (
+        "Section 40. When release may be granted in case of non-summary offence",
+        "When any person accused of a non-summary offence is detained by an officer, he may be "
+        "released on a bond by the Court.",
+    ),
+    "CODE_S38": (
+        "Section 38. In what cases release to be granted",
+        "When any person other than a person accused of a nonsummary offence is detained by "
+        "an officer, he shall be released on a bond.",
+    ),
+}
+
+
+def test_a_negated_compound_is_not_an_answer_to_the_plain_term(tmp_path) -> None:
+    # "non-summary offence" is the other kind of offence (the bail question's kind: BNSS 480
+    # on non-bailable offences answered "bail in a bailable offence"); "other than ... a
+    # nonsummary offence" is the drafting idiom for the summary case
+    app = make_app(tmp_path, RELEASE)
+    ctx = RunContext(collection="test")
+    for sid in RELEASE:
+        ctx.track(app.kb.section("test", sid))
+    draft = compose_answer("When is a person accused of a summary offence released?", ctx)
+    assert draft.citations[0] == "CODE_S38", draft.answer_text
+    assert "non-summary" not in draft.answer_text.split("[CODE_S38]")[0]
+    # a question about the negated kind still gets its section
+    other = compose_answer("When is a person accused of a non-summary offence released?", ctx)
+    assert other.citations[0] == "CODE_S40", other.answer_text
+
+
+def test_polarity_of_negated_compounds() -> None:
+    from sleuth.retrieval.text import polarity
+
+    q = "Can a person accused of a bailable offence get bail?"
+    assert polarity(q, "accused of a non-bailable offence") == (set(), {"bailabl"})
+    assert polarity(q, "any person other than one accused of a nonbailable offence") == (
+        {"bailabl"},
+        set(),
+    )
+    assert polarity(q, "bailable and non-bailable offences alike") == (set(), set())
+    assert polarity("What is a non-bailable offence?", "a non-bailable offence") == (set(), set())
+    assert polarity(q, "nonetheless, none was granted") == (set(), set())

@@ -22,7 +22,7 @@ from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.retrieval.hops import main_title
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import coverage, key_phrase, sentences, terms
+from sleuth.retrieval.text import coverage, key_phrase, polarity, sentences, terms
 from sleuth.tools.base import RunContext, ToolRegistry
 from sleuth.types import Chunk
 
@@ -63,6 +63,9 @@ _SUBORDINATE = re.compile(
 _SEE_ALSO = re.compile(r"^\W*see\s+also\b", re.I)
 _REFERENCE = re.compile(r"^\W*(?:PEP|RFC|section|chapter|§)\s*\d+", re.I)
 DEFINITION_BONUS = 1.0
+DENIED_PENALTY = 1.0
+"""Per question term a sentence states only negated ("non-bailable" for "bailable",
+:func:`~sleuth.retrieval.text.polarity`): it is about the other case."""
 """Added, for a "What is X?" question, to a sentence that defines ("… shall be called
 'dowry death'", "… means …"): the definition answers before the punishment."""
 _DEFINITION_QUESTION = re.compile(
@@ -111,10 +114,22 @@ def title_named(q_terms: set[str], chunks: list[Chunk]) -> float:
     return 1.0 + TITLE_TERM_WEIGHT * len(own) if own and own <= q_terms else 0.0
 
 
+def stated_coverage(question: str, q_terms: set[str], text: str) -> float:
+    """Share of the question's terms ``text`` states, in [0, 1]: as
+    :func:`~sleuth.retrieval.text.coverage`, plus the terms it affirms through an excepted
+    negated compound ("other than … non-bailable" states "bailable",
+    :func:`~sleuth.retrieval.text.polarity`)."""
+    if not q_terms:
+        return 0.0
+    affirmed, _ = polarity(question, text)
+    return len(q_terms & (set(terms(text)) | affirmed)) / len(q_terms)
+
+
 def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
     """Retrieved sections ranked for answering ``question``: (source_id, coverage).
 
-    Score = coverage of the question's terms by the section (title + text), plus half the
+    Score = coverage of the question's terms by the section (title + text,
+    :func:`stated_coverage`), plus half the
     coverage by its title alone, plus :func:`title_named` (the question holds the section's
     whole title, as a user names "voyeurism" or "issue of process"), plus
     :data:`NAMED_NUMBER_WEIGHT` when the question names the section by number, minus 0.02
@@ -133,7 +148,7 @@ def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
     numbers = _named_numbers(question) - in_titles
     scored = []
     for order, (sid, chunks) in enumerate(ctx.retrieved.items()):
-        full = coverage(q_terms, _section_text(chunks))
+        full = stated_coverage(question, q_terms, _section_text(chunks))
         title = coverage(q_terms, chunks[0].heading) if q_terms else 0.0
         named = NAMED_NUMBER_WEIGHT if _is_named(sid, numbers) else 0.0
         score = full + 0.5 * title + titled[sid] + named - 0.02 * order
@@ -321,7 +336,8 @@ def compose_answer(question: str, ctx: RunContext, quoted: set[str] | None = Non
         named = NAMED_SECTION_BONUS if _is_named(sid, numbers) else 0.0
         asides = _asides(_safe_sentences(join_parts(chunks), ctx))
         for position, (sentence, aside) in enumerate(asides):
-            shared = q_terms & set(terms(sentence))
+            affirmed, denied = polarity(question, sentence)
+            shared = q_terms & (set(terms(sentence)) | affirmed)
             if not shared and not named:
                 continue
             if sid != lead and sid not in joined and not shared - lead_terms:
@@ -337,6 +353,7 @@ def compose_answer(question: str, ctx: RunContext, quoted: set[str] | None = Non
                 - length_penalty
                 - (SUBORDINATE_PENALTY if aside else 0.0)
                 + (DEFINITION_BONUS if defining and _DEFINES.search(sentence) else 0.0)
+                - DENIED_PENALTY * len(denied)
             )
             candidates.append((score, s_rank, position, sid, sentence))
     candidates.sort(key=lambda c: (-c[0], c[1], c[2]))

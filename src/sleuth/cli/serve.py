@@ -47,8 +47,9 @@ def serve(
     port = port or settings.api_port
     import uvicorn
 
-    from sleuth.api import create_app
+    from sleuth.api import create_app, heap
 
+    heap.limit_arenas()  # before the worker threads exist: a long-lived server's RSS
     try:
         application = create_app(settings)
     except SleuthError as exc:

@@ -438,3 +438,36 @@ def coverage(question_terms: set[str], text: str) -> float:
     if not question_terms:
         return 0.0
     return len(question_terms & set(terms(text))) / len(question_terms)
+
+
+_NEGATED_COMPOUND = re.compile(r"\bnon-?([^\W\d_]{3,})", re.IGNORECASE)
+_EXCEPTING = re.compile(
+    r"\b(?:other\s+than|except|excluding|not\s+being)\b(?:\W+\w+){0,6}\W*$", re.IGNORECASE
+)
+
+
+def polarity(question: str, text: str) -> tuple[set[str], set[str]]:
+    """``(affirmed, denied)``: the question's terms that ``text`` states through a negated
+    compound. "non-bailable offence" denies the question's "bailable" (it is about the
+    other kind of offence: the analyzer keeps ``non-bail`` apart from ``bailabl``, but a
+    sentence on it still shares "offence" and "bail"); "any person other than a person
+    accused of a non-bailable offence" affirms it (the drafting idiom for the bailable
+    case: ``other than``/``except``/``excluding``/``not being`` within six words before).
+    A term the question itself negates ("bailable and non-bailable") is neither, and a text
+    that also states the term plainly does not deny it.
+    """
+    asked = set(terms(question))
+    negated_in_question = {
+        t for m in _NEGATED_COMPOUND.finditer(question) for t in terms(m.group(1))
+    }
+    affirmed: set[str] = set()
+    denied: set[str] = set()
+    for m in _NEGATED_COMPOUND.finditer(text):
+        hit = (set(terms(m.group(1))) & asked) - negated_in_question
+        if not hit:
+            continue
+        before = text[max(0, m.start() - 80) : m.start()]
+        (affirmed if _EXCEPTING.search(before) else denied).update(hit)
+    if denied:
+        denied -= set(terms(_NEGATED_COMPOUND.sub(" ", text)))
+    return affirmed, denied - affirmed
