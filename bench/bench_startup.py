@@ -17,8 +17,12 @@ RSS of the child (``ru_maxrss`` from ``os.wait4``, per process), the exit code. 
 pinned (local index, SQLite catalog in the data dir, heuristic reasoner; other ``SLEUTH_*``
 variables of the shell are dropped).
 
+Then ``sleuth serve`` on a free loopback port, ``--runs`` times: seconds until ``/health``
+answers, and its resident set (``VmRSS`` of ``/proc/<pid>/status``) after 3 s idle; stopped
+with SIGTERM.
+
 Targets (issue 13, "Fast start"): collections ≤ 0.5 s; hybrid search ≤ 1.0 s and ≤ 250 MB;
-heuristic ask ≤ 1.5 s.
+heuristic ask ≤ 1.5 s; ``sleuth serve`` idle ≤ 300 MB.
 
     python bench/bench_startup.py [--runs 5] [--data-dir DIR] [--json]
 """
@@ -28,11 +32,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +55,11 @@ from _common import (
     table,
     verdict,
 )
+from bench_api_load import free_port
 
 SEARCH_QUERY = "culpable homicide"
+SERVE_IDLE_S = 3.0
+SERVE_TARGET_MB = 300.0
 ASK_QUESTION = "What is the punishment for murder?"
 YARDSTICK = "python -c 'import numpy'"
 
@@ -178,6 +188,67 @@ def measure(todo: list[Case], env: dict[str, str], runs: int) -> dict[str, list[
     return samples
 
 
+def _rss_mb(pid: int) -> float:
+    """Resident set of a running process (MB = 10^6 bytes), from ``/proc/<pid>/status``."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024 / 1e6
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def serve_idle(sleuth: str, env: dict[str, str], runs: int) -> dict[str, Any]:
+    """``sleuth serve`` ``runs`` times: seconds to a ``/health`` answer and RSS when idle.
+
+    Raises:
+        SystemExit: the server exited early or did not answer within 120 s.
+    """
+    ready, rss = [], []
+    for _ in range(runs):
+        port = free_port()
+        with tempfile.TemporaryFile() as out:
+            t0 = time.perf_counter()
+            proc = subprocess.Popen(
+                (sleuth, "serve", "--port", str(port)),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO,
+            )
+            try:
+                while True:
+                    if proc.poll() is not None or time.perf_counter() - t0 > 120:
+                        out.seek(0)
+                        tail = out.read().decode("utf-8", errors="replace")[-2000:]
+                        raise SystemExit(f"sleuth serve did not come up:\n{tail}")
+                    try:
+                        with urllib.request.urlopen(
+                            f"http://127.0.0.1:{port}/health", timeout=1
+                        ) as r:
+                            if r.status == 200:
+                                break
+                    except (urllib.error.URLError, OSError):
+                        time.sleep(0.05)
+                ready.append(time.perf_counter() - t0)
+                time.sleep(SERVE_IDLE_S)
+                rss.append(_rss_mb(proc.pid))
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    median_rss = statistics.median(rss)
+    return {
+        "ready_median_s": statistics.median(ready),
+        "ready_s": [round(x, 3) for x in ready],
+        "idle_rss_mb": median_rss,
+        "idle_rss_max_mb": max(rss),
+        "target_mb": SERVE_TARGET_MB,
+        "verdict_mb": verdict(median_rss, SERVE_TARGET_MB, False),
+    }
+
+
 def summarize(todo: list[Case], samples: dict[str, list[Sample]]) -> list[dict[str, Any]]:
     """Per command: median/min/max seconds, median and max peak RSS, ratio to the yardstick,
     verdicts against its targets."""
@@ -239,6 +310,7 @@ def main() -> None:
         load_before = load_average()
         samples = measure(todo, env, args.runs)
         rows = summarize(todo, samples)
+        served = serve_idle(sleuth, env, args.runs)
         load_after = load_average()
 
     facts = [
@@ -248,7 +320,7 @@ def main() -> None:
         ("load average before / after", f"{load_before} / {load_after}"),
     ]
     if args.json:
-        payload = {"facts": dict([*machine_facts(), *facts]), "results": rows}
+        payload = {"facts": dict([*machine_facts(), *facts]), "results": rows, "serve": served}
         print(json.dumps(payload, indent=2, ensure_ascii=False))
         return
     print_header("bench_startup: whole-process start-up of sleuth commands", facts)
@@ -269,6 +341,22 @@ def main() -> None:
                 for r in rows
             ],
             title=f"wall time per process (median of {args.runs}) and peak RSS (median)",
+        )
+    )
+    print(
+        table(
+            ["command", "ready median s", "ready s", "idle RSS MB", "max MB", "target"],
+            [
+                [
+                    "sleuth serve",
+                    served["ready_median_s"],
+                    " ".join(f"{x:.2f}" for x in served["ready_s"]),
+                    served["idle_rss_mb"],
+                    served["idle_rss_max_mb"],
+                    f"≤ {SERVE_TARGET_MB:g} MB idle: {served['verdict_mb']}",
+                ]
+            ],
+            title=f"sleuth serve: seconds until /health answers, RSS after {SERVE_IDLE_S:g} s idle",
         )
     )
 
