@@ -40,7 +40,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sleuth.api import heap
 from sleuth.api.schemas import JobFile, JobOut, JobProgress, JobState
 from sleuth.api.workers import is_gone, worker_name
 from sleuth.app import Sleuth
@@ -439,4 +438,3 @@ class JobRegistry:
             if staging is not None and staging != target:
                 with contextlib.suppress(OSError):
                     shutil.rmtree(staging)
-            heap.trim()  # the file texts and embedding batches are freed now

@@ -37,7 +37,6 @@ from typing import Any
 
 from sleuth.agents.events import AgentEvent, AgentEventAdapter, ErrorEvent
 from sleuth.agents.state import RunStatus
-from sleuth.api import heap
 from sleuth.api.schemas import AgentSearchRequest, AgentSearchResponse
 from sleuth.api.workers import is_gone, worker_name
 from sleuth.errors import SleuthError
@@ -349,7 +348,6 @@ class RunRegistry:
             result = pool_future.result()
         if not handle.future.done():
             handle.future.set_result(result)
-        heap.trim()  # what the run allocated (sections, trace, steps) is freed now
 
     def _execute(self, handle: RunHandle) -> AgentSearchResponse:
         req = handle.request

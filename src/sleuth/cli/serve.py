@@ -47,9 +47,8 @@ def serve(
     port = port or settings.api_port
     import uvicorn
 
-    from sleuth.api import create_app, heap
+    from sleuth.api import create_app
 
-    heap.limit_arenas()  # before the worker threads exist: a long-lived server's RSS
     try:
         application = create_app(settings)
     except SleuthError as exc:
