@@ -456,6 +456,8 @@ def polarity(question: str, text: str) -> tuple[set[str], set[str]]:
     A term the question itself negates ("bailable and non-bailable") is neither, and a text
     that also states the term plainly does not deny it.
     """
+    if "non" not in text.lower():  # most texts: nothing to analyse
+        return set(), set()
     asked = set(terms(question))
     negated_in_question = {
         t for m in _NEGATED_COMPOUND.finditer(question) for t in terms(m.group(1))
