@@ -152,6 +152,26 @@ def test_bad_search_requests_are_422_naming_the_field(
     assert r.json()["message"].startswith(f"{field}:")
 
 
+def test_a_validators_message_is_shown_without_pydantics_prefix(
+    client: TestClient, env: ApiEnv
+) -> None:
+    r = _search(client, env, query="   ")
+    assert r.json()["message"] == "query: the question is blank", r.text
+
+
+def test_a_body_sent_without_the_json_content_type_says_so(client: TestClient, env: ApiEnv) -> None:
+    r = client.post(
+        "/agent/search",
+        content=b'{"query": "murder", "collection": "test"}',
+        headers={**env.auth(), "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert r.status_code == 422
+    assert r.json()["message"] == (
+        "the request body must be JSON with 'Content-Type: application/json' "
+        "(got application/x-www-form-urlencoded)"
+    )
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

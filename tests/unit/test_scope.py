@@ -22,6 +22,13 @@ HELD = [
             ["Consumer Protection Act, 2019"],
         ),
         ("What does section 302 of the Indian Penal Code say?", ["Indian Penal Code"]),
+        # a title that opens with its kind (declined as "closest sections" before)
+        (
+            "What is the punishment for murder under the Code of Criminal Procedure?",
+            ["Code of Criminal Procedure"],
+        ),
+        ("What does the Code say on theft?", []),
+        ('What genre is the author of "Act of War; Direct Action" associated with?', []),
         ("What is the Right to Information Act?", ["Right to Information Act"]),
         ("What should I know about bail under The Bharatiya Nagarik Suraksha Sanhita, 2023?", []),
         ("What does the Bharatiya Nyaya Sanhita say on theft?", []),  # no year: still held
@@ -33,6 +40,22 @@ HELD = [
 )
 def test_named_documents_the_collection_does_not_hold(question: str, missing: list[str]) -> None:
     assert not_held(question, HELD) == missing
+
+
+def test_a_section_title_that_mentions_an_act_does_not_hold_it() -> None:
+    # a BNS section's title cites the BNSS: the BNSS is still not in a BNS-only collection
+    # (the new-user question about BNSS section 35 was answered from BNS sections)
+    bns = ["The Bharatiya Nyaya Sanhita, 2023"]
+    mentioning = [
+        "Section 209. Non-appearance in response to a proclamation under section 84 of "
+        "Bharatiya Nagarik Suraksha Sanhita, 2023."
+    ]
+    question = "What does section 35 of the Bharatiya Nagarik Suraksha Sanhita say on arrest?"
+    assert not_held(question, bns, mentioning) == ["Bharatiya Nagarik Suraksha Sanhita"]
+    # a section that is the named thing itself (a paragraph titled by its subject) holds it
+    assert (
+        not_held("When was the Treaty of Varna signed?", ["wiki.jsonl"], ["Treaty of Varna"]) == []
+    )
 
 
 def test_named_documents_keep_their_year() -> None:

@@ -312,8 +312,8 @@ def finish_answer(
     before the extractive replacement.
     """
     if ctx.documents is not None:
-        titles = [*ctx.documents, *(c[0].title_path[-1] for c in ctx.retrieved.values() if c)]
-        missing = not_held(question, titles)
+        sections = [c[0].title_path[-1] for c in ctx.retrieved.values() if c]
+        missing = not_held(question, ctx.documents, sections)
         if missing:
             declined = AnswerDraft(
                 answer_text=decline(missing, ctx.documents), is_insufficient_context=True

@@ -21,6 +21,15 @@ _NAMED_DOCUMENT = re.compile(
     rf"\b((?:[A-Z][\w'’.-]*,?\s+(?:(?:of|on|for|to|in|the)\s+)*){{1,8}}(?:{_KINDS}))\b"
     r"(?:,?\s+(\d{4}))?"
 )
+_KINDS_FIRST = "Code|Constitution|Convention|Treaty|Charter|Statute"
+"""Kinds that open a title ("Act of War" is a novel's, "Rules of Engagement" a film's)."""
+_KIND_FIRST = re.compile(
+    rf"\b((?:{_KINDS_FIRST})\s+of\s+(?:the\s+)?"
+    r"(?:[A-Z][\w'’.-]*(?:\s+(?:of|on|for|and|the)\b)*\s*){1,6})"
+    r"(?:,?\s+(\d{4}))?"
+)
+"""A title that opens with its kind: "the Code of Criminal Procedure", "the Treaty of Varna"."""
+_PARENTHESIS = re.compile(r"\([^)]*\)")
 _GENERIC = frozenset(terms("the act code rules regulation regulations of on for and this that"))
 MAX_LISTED = 6
 
@@ -29,7 +38,8 @@ def named_documents(question: str) -> list[str]:
     """The document titles ``question`` names ("The Consumer Protection Act, 2019"), as
     written, each once."""
     found = []
-    for match in _NAMED_DOCUMENT.finditer(question):
+    matches = [*_NAMED_DOCUMENT.finditer(question), *_KIND_FIRST.finditer(question)]
+    for match in sorted(matches, key=lambda m: m.start()):
         words = match.group(1).split()
         while len(words) > 1 and words[0].lower() in STOPWORDS:  # "Under the …", "The …"
             words = words[1:]
@@ -44,21 +54,27 @@ def _distinctive(title: str) -> set[str]:
     return {t for t in terms(title) if t not in _GENERIC and not t.isdigit()}
 
 
-def not_held(question: str, titles: Sequence[str]) -> list[str]:
+def not_held(question: str, titles: Sequence[str], section_titles: Sequence[str] = ()) -> list[str]:
     """The documents ``question`` names that none of ``titles`` is: a title holds a named
     document when one's distinctive words (not "the", "act", a year) are all in the other
     ("the Bharatiya Nyaya Sanhita" and "The Bharatiya Nyaya Sanhita, 2023"; a sentence's
     first word caught in the name, "Compare the Bharatiya Nyaya Sanhita", does not matter).
-    Empty when the question names none, or names at least one the collection holds (a
-    question comparing a held act with another is answered)."""
+    A section's title (``section_titles``: a paragraph titled "Treaty of Varna") holds a
+    named document only when it is that name, all its distinctive words (a parenthesis
+    aside) being the name's; not when it merely mentions it ("Non-appearance … under section
+    84 of Bharatiya Nagarik Suraksha Sanhita, 2023", a section of another act). Empty when
+    the question names none, or names at least one the collection holds (a question
+    comparing a held act with another is answered)."""
     named = named_documents(question)
     if not named:
         return []
     held = [d for d in (_distinctive(t) for t in titles) if d]
+    # "Clean Air Act (United States)": the parenthesis disambiguates, it is not the name
+    sections = [d for d in (_distinctive(_PARENTHESIS.sub(" ", t)) for t in section_titles) if d]
 
     def is_held(name: str) -> bool:
         words = _distinctive(name)
-        return any(words <= h or h <= words for h in held)
+        return any(words <= h or h <= words for h in held) or any(h <= words for h in sections)
 
     missing = [n for n in named if not is_held(n)]
     return missing if len(missing) == len(named) else []

@@ -133,7 +133,10 @@ def _error_message(error: dict[str, Any]) -> str:
         reason = str((error.get("ctx") or {}).get("error") or error.get("msg", ""))
         at = f" (at character {loc[1]})" if len(loc) > 1 and isinstance(loc[1], int) else ""
         return f"request body is not valid JSON: {reason}{at}"
-    return f"{_field(loc)}: {error.get('msg', '')}"
+    message = str(error.get("msg", ""))
+    if error.get("type") == "value_error":  # a validator's own words, not pydantic's prefix
+        message = message.removeprefix("Value error, ")
+    return f"{_field(loc)}: {message}"
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -148,6 +151,13 @@ def _install_error_handlers(app: FastAPI) -> None:
             )
         errors = exc.errors()
         message = "; ".join(_error_message(e) for e in errors)
+        sent = request.headers.get("content-type", "")
+        if "json" not in sent and any(tuple(e.get("loc", ())) == ("body",) for e in errors):
+            # curl -d without -H sends a form: say what the body must be, not "a dictionary"
+            message = (
+                "the request body must be JSON with 'Content-Type: application/json' "
+                f"(got {sent or 'no Content-Type'})"
+            )
         return JSONResponse(
             {"detail": _json_safe(jsonable_encoder(errors)), "message": message}, status_code=422
         )

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.text import Text
 
 from sleuth.cli import _common as common
 from sleuth.cli._common import EXIT_ERROR, CollectionOpt, JsonOpt, err
@@ -73,7 +74,7 @@ def ingest(
     s = common.open_sleuth()
     existed = s.catalog.get_collection(name) is not None
     try:
-        if as_json:
+        if as_json or not err.is_terminal:  # no bar frames in a log or a pipe
             report = s.pipeline.ingest(paths, name, options)
         else:
             with RichProgress(err) as progress:
@@ -90,12 +91,16 @@ def ingest(
         typer.echo(report.model_dump_json(indent=2))
     else:
         for warning in report.warnings:
-            err.print(f"[yellow]warning:[/yellow] {warning}")
+            common.warning_line(warning)
         for f in report.files:
             if f.status in ("failed", "duplicate"):
                 # the message opens with the file's name: the full path stands for it
                 reason = f.message.removeprefix(f"{Path(f.path).name}: ")
-                err.print(f"[red]{f.status}:[/red] {f.path}: {reason}", highlight=False)
+                err.print(
+                    Text.assemble((f"{f.status}:", "red"), f" {f.path}: {reason}"),
+                    soft_wrap=True,
+                    highlight=False,
+                )
         t = report.totals
         typer.echo(
             f"{name}: {t['added']} added, {t['replaced']} replaced, {t['unchanged']} unchanged, "

@@ -281,7 +281,7 @@ class IngestPipeline:
             report = IngestReport(collection=collection)
             if unsupported:
                 report.warnings.append(_unsupported_warning(unsupported))
-                logger.warning("%s", report.warnings[-1])
+                logger.info("%s", report.warnings[-1])  # in the report: the caller shows it
             batch = _Batch()
             _start(progress, len(files))
 
