@@ -63,11 +63,11 @@ _SUBORDINATE = re.compile(
 _SEE_ALSO = re.compile(r"^\W*see\s+also\b", re.I)
 _REFERENCE = re.compile(r"^\W*(?:PEP|RFC|section|chapter|§)\s*\d+", re.I)
 DEFINITION_BONUS = 1.0
+"""Added, for a "What is X?" question, to a sentence that defines ("… shall be called
+'dowry death'", "… means …"): the definition answers before the punishment."""
 DENIED_PENALTY = 1.0
 """Per question term a sentence states only negated ("non-bailable" for "bailable",
 :func:`~sleuth.retrieval.text.polarity`): it is about the other case."""
-"""Added, for a "What is X?" question, to a sentence that defines ("… shall be called
-'dowry death'", "… means …"): the definition answers before the punishment."""
 _DEFINITION_QUESTION = re.compile(
     r"^\s*(?:what\s+(?:is|are)\s+(?:an?\s+|the\s+)?|define\s+|meaning\s+of\s+)"
     r"(?!.*\b(?:of|for|under|in|to|by|when|if|with)\b)[^?]{1,60}\?*\s*$",

@@ -317,27 +317,36 @@ def _write_atomic(target: Path, write: Any) -> None:
     os.close(fd)
     try:
         write(Path(tmp))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600
-        os.replace(tmp, target)
+        _publish(Path(tmp), target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
 
 
+def _publish(built: Path, target: Path) -> None:
+    """Sync ``built``, make it world-readable (``mkstemp`` makes 0600) and ``os.replace`` it
+    onto ``target`` (same filesystem)."""
+    with open(built, "rb+") as f:
+        os.fsync(f.fileno())
+    os.chmod(built, 0o644)
+    os.replace(built, target)
+
+
 def _install(work: Path, target: Path) -> None:
     """Move the model built in ``work`` (a folder beside ``target``) into place: the weights
-    first, the graph last, each synced and made world-readable."""
+    first, the graph last (:func:`_publish`)."""
     for name in (_data_path(target).name, target.name):
-        built = work / name
-        if not built.exists():
-            continue
-        with open(built, "rb+") as f:
-            os.fsync(f.fileno())
-        os.chmod(built, 0o644)
-        os.replace(built, target.parent / name)
+        if (work / name).exists():
+            _publish(work / name, target.parent / name)
+
+
+def _save_manifest(path: Path, manifest: dict[str, Any]) -> None:
+    """Write the manifest of the model whose graph is ``path`` (atomically)."""
+    _write_atomic(
+        _manifest_path(path),
+        lambda tmp: tmp.write_text(json.dumps(manifest), encoding="utf-8"),
+    )
 
 
 def _write_manifest(path: Path, variant: Variant, probes: np.ndarray, **extra: Any) -> None:
@@ -349,10 +358,7 @@ def _write_manifest(path: Path, variant: Variant, probes: np.ndarray, **extra: A
         "probe_vectors": np.asarray(probes, dtype=np.float32).tolist(),
         **extra,
     }
-    _write_atomic(
-        _manifest_path(path),
-        lambda tmp: tmp.write_text(json.dumps(manifest), encoding="utf-8"),
-    )
+    _save_manifest(path, manifest)
 
 
 def _stat_matches(path: Path, manifest: dict[str, Any]) -> bool:
@@ -378,10 +384,7 @@ def _content_matches(path: Path, manifest: dict[str, Any]) -> bool:
     for f, record in pairs:
         st = f.stat()
         record.update(size=st.st_size, mtime_ns=st.st_mtime_ns)
-    _write_atomic(
-        _manifest_path(path),
-        lambda tmp: tmp.write_text(json.dumps(manifest), encoding="utf-8"),
-    )
+    _save_manifest(path, manifest)
     return True
 
 
