@@ -43,6 +43,7 @@ from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext, Tool, ToolRegistry
 from sleuth.tools.memory import build_memory_tools
 from sleuth.tools.rag import build_rag_tools
+from sleuth.types import MAX_QUESTION_CHARS
 
 if TYPE_CHECKING:
     from sleuth.mcp.client import MCPToolbox
@@ -73,8 +74,6 @@ def _failed(exc: Exception, emitter: EventEmitter) -> _Outcome:
     return _Outcome(answer=answer, status=RunStatus.ERROR, steps=[], error=error)
 
 
-MAX_QUESTION_CHARS = 4000
-"""Longest question accepted (the question analysis is not meant for whole documents)."""
 SIMILAR_QUESTION = 0.5
 """Jaccard overlap of content terms above which a remembered question counts as similar
 (its cited sections are re-read first by the plan)."""

@@ -12,6 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+MAX_QUESTION_CHARS = 4000
+"""Longest question a run accepts, in characters (the question analysis is not meant for
+whole documents)."""
+
 
 class Section(BaseModel):
     """One citable unit of a document, as produced by a loader.

@@ -84,7 +84,13 @@ def test_light_commands_import_no_model_no_agent(
     assert found["agents"] == []  # search in particular runs without any agent code
 
 
-def test_the_probe_sees_heavy_imports(tmp_path: Path) -> None:
-    found = _imports(tmp_path, "ask", "x" * 100_000)  # too long: refused by the agent service
-    assert found["code"] == 2
+def test_the_probe_sees_heavy_imports(notes: None, tmp_path: Path) -> None:
+    found = _imports(tmp_path, "ask", "When is the lamp cleaned?", "-c", "missing")
+    assert found["code"] == 1  # the agent service refuses the missing collection
     assert "langgraph" in found["heavy"] and found["agents"]
+
+
+def test_a_question_too_long_is_refused_before_the_agent_is_imported(tmp_path: Path) -> None:
+    found = _imports(tmp_path, "ask", "x" * 100_000)
+    assert found["code"] == 2
+    assert found["heavy"] == [] and found["agents"] == []

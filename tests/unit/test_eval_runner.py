@@ -24,7 +24,8 @@ from sleuth.eval.runner import (
     summarize,
 )
 from sleuth.llm.testing import ScriptedChatModel, final, tool_call
-from sleuth.service import MAX_QUESTION_CHARS, AgentSearchResponse
+from sleuth.service import AgentSearchResponse
+from sleuth.types import MAX_QUESTION_CHARS
 from tests.helpers import make_app
 
 MURDER = EvalQuestion(

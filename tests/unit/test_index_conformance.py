@@ -812,3 +812,47 @@ def test_local_index_rebuilds_bm25_made_by_an_older_analyzer(
     with LocalIndex(directory, DIM) as ix:  # saved: opened again without a rebuild
         assert not ix._stale_analyzer
         assert ids(ix.search_bm25("Aschenbrodel", 3)) == ["de_S1#0"]
+
+
+def test_local_journal_keeps_term_counts_so_opening_tokenises_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index whose chunks are still in its journal (a small collection, never compacted)
+    opens from the term counts the journal holds: nothing is tokenised again, and BM25 ranks
+    as it did in the process that added the chunks."""
+    import sleuth.store.local_index as local_index
+
+    directory = tmp_path / "journalled"
+    with LocalIndex(directory, DIM) as ix:
+        ix.add(CORPUS, vectors(CORPUS))
+        expected = [(h.chunk.chunk_id, h.score) for h in ix.search_bm25("dishonestly property", 5)]
+    assert next(directory.glob("journal-*.jsonl")).stat().st_size > 0
+
+    def no_tokenize(text: str) -> list[str]:
+        raise AssertionError(f"re-tokenised a stored chunk: {text[:40]!r}")
+
+    with monkeypatch.context() as m:
+        m.setattr(local_index, "tokenize", no_tokenize)
+        with LocalIndex(directory, DIM) as ix:
+            assert ix.count() == len(CORPUS)
+            assert ix.get_chunks([AARDVARK])[0].chunk_id == AARDVARK
+    with LocalIndex(directory, DIM) as ix:
+        got = [(h.chunk.chunk_id, h.score) for h in ix.search_bm25("dishonestly property", 5)]
+    assert got == expected
+
+
+def test_local_journal_records_without_term_counts_are_counted_again(tmp_path: Path) -> None:
+    """A journal written before records held term counts (or by another analyzer version)
+    is tokenised on open, with the same BM25 result."""
+    directory = tmp_path / "old-journal"
+    with LocalIndex(directory, DIM) as ix:
+        ix.add(CORPUS, vectors(CORPUS))
+        expected = ids(ix.search_bm25("aardvark burrowing", 3))
+    journal = next(directory.glob("journal-*.jsonl"))
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    for record in records:
+        record.pop("terms")
+        record["analyzer"] = 0
+    journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with LocalIndex(directory, DIM) as ix:
+        assert ids(ix.search_bm25("aardvark burrowing", 3)) == expected == [AARDVARK]

@@ -321,7 +321,7 @@ def test_questions_naming_a_section_id_are_answered_in_guided_mode(tmp_path) -> 
 
 def test_a_too_long_question_is_refused_before_the_run(tmp_path) -> None:
     from sleuth.errors import UserError
-    from sleuth.service import MAX_QUESTION_CHARS
+    from sleuth.types import MAX_QUESTION_CHARS
 
     service = make_service(tmp_path)
     with pytest.raises(UserError, match="too long"):

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -38,6 +37,9 @@ from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
 from sleuth.llm.toolcalls import NormalizedReply, ToolCallNormalizer, content_parts
 from sleuth.prompts import load_prompt
 from sleuth.tools.base import RunContext, ToolRegistry, json_parameters
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 FINAL_TOOL = "final_answer"
 FIX_HINT = "Please fix your mistakes."

@@ -15,9 +15,8 @@ the heuristic plan as fallback); without one the heuristic plan is used directly
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -27,6 +26,9 @@ from sleuth.ingest.references import extract_references
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.text import key_phrase, novel_query, terms
 from sleuth.tools.base import RunContext, ToolResult
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 MAX_PLAN_STEPS = 8
 MAX_REPLANS = 2

@@ -24,9 +24,8 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -50,6 +49,9 @@ from sleuth.agents.state import AgentState, AgentStep, AgentStepType, RunStatus,
 from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
 from sleuth.tools.base import RunContext, ToolRegistry, ToolResult
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 MAX_OUTPUT_RETRIES = 3
 """Consecutive unusable model outputs (broken JSON, empty replies) before the run stops."""

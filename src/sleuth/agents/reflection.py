@@ -11,8 +11,8 @@ loop gets one more round with the critique, then answers again; the second draft
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, model_validator
 
@@ -25,6 +25,9 @@ from sleuth.prompts import load_prompt
 from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import STOPWORDS, coverage, novel_query, once, terms, words
 from sleuth.tools.base import RunContext
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 MAX_REVISIONS = 1
 """Revisions a critique may trigger per run."""

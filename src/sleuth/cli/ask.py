@@ -47,7 +47,7 @@ def ask(
     if mode not in ASK_MODES:
         raise common.fail(f"--mode must be react or guided, not '{mode}'", EXIT_USAGE)
     common.non_empty(question, "question")
-    from sleuth.service import MAX_QUESTION_CHARS
+    from sleuth.types import MAX_QUESTION_CHARS
 
     if len(question) > MAX_QUESTION_CHARS:
         raise common.fail(

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.errors import UserError
-from sleuth.service import MAX_QUESTION_CHARS
+from sleuth.types import MAX_QUESTION_CHARS
 
 BUILTIN = ("hotpotqa", "statutes", "musique")
 STATUTE_ACTS = (

@@ -22,7 +22,9 @@ On-disk layout under ``directory`` (format version 1)::
     chunks-<gen>.jsonl     snapshot: one Chunk as JSON per line, in row order
     vectors-<gen>.npy      snapshot: float32 (n, dim), row i belongs to line i
     terms-<gen>.npz        snapshot: ids, doc ids and BM25 term counts of each row
-    journal-<gen>.jsonl    changes since the snapshot, one JSON record per line
+    journal-<gen>.jsonl    changes since the snapshot, one JSON record per line (an add
+                           holds its chunks, vectors and BM25 term counts, so that opening
+                           the index re-tokenises nothing)
     .lock                  advisory file lock (POSIX flock) shared by processes
 
 Every change is one line appended to the journal and fsync'ed, so adding or deleting a
@@ -241,19 +243,22 @@ class LocalIndex:
         if not chunks:
             return
         lines = [c.model_dump_json() for c in chunks]
+        counts = [Counter(tokenize(c.index_text())) for c in chunks]
         record = (
             '{"op":"add","vectors":"'
             + base64.b64encode(vecs.astype("<f4").tobytes()).decode("ascii")
             + '","chunks":['
             + ",".join(lines)
-            + "]}\n"
+            + f'],"analyzer":{ANALYZER_VERSION},"terms":'
+            + json.dumps(counts, ensure_ascii=False, separators=(",", ":"))
+            + "}\n"
         )
         with self._lock:
             self._check_open()
             with self._flock(exclusive=True):
                 self._catch_up(writer=True)
                 self._append_journal(record)
-                self._apply_add(list(chunks), vecs, lines)
+                self._apply_add(list(chunks), vecs, lines, counts)
                 self._maybe_compact()
 
     def delete_document(self, doc_id: str) -> int:
@@ -452,19 +457,28 @@ class LocalIndex:
             self._doc_ids.append(doc_id)
         return code
 
-    def _term_counts(self, text: str) -> tuple[np.ndarray, np.ndarray, int]:
-        tokens = tokenize(text)
-        counts = Counter(tokens)
+    def _term_counts(self, counts: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int]:
+        """Term ids (added to the vocabulary when new), their counts, and the row length."""
         vocab = self._vocab
         ids = [vocab.setdefault(t, len(vocab)) for t in counts]
         terms = np.array(ids, dtype=np.int32)
         tfs = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
-        return terms, tfs, len(tokens)
+        return terms, tfs, int(sum(counts.values()))
 
-    def _apply_add(self, chunks: list[Chunk], vecs: np.ndarray, lines: list[str]) -> None:
+    def _apply_add(
+        self,
+        chunks: list[Chunk],
+        vecs: np.ndarray,
+        lines: list[str],
+        counts: Sequence[dict[str, int]] | None = None,
+    ) -> None:
+        """Add or replace rows; ``counts`` are the chunks' BM25 term counts by
+        :func:`tokenize` (counted here when not given)."""
         self._reserve(self._n + len(chunks))
-        for chunk, vec, line in zip(chunks, vecs, lines, strict=True):
-            terms, tfs, length = self._term_counts(chunk.index_text())
+        if counts is None:
+            counts = [Counter(tokenize(c.index_text())) for c in chunks]
+        for chunk, vec, line, tf in zip(chunks, vecs, lines, counts, strict=True):
+            terms, tfs, length = self._term_counts(tf)
             row = self._row.get(chunk.chunk_id)
             if row is None:
                 row = self._n
@@ -768,7 +782,7 @@ class LocalIndex:
         self._vocab = {}
         for row in range(self._n):
             text = Chunk.model_validate_json(self._lines[row]).index_text()
-            self._terms[row], self._tfs[row], length = self._term_counts(text)
+            self._terms[row], self._tfs[row], length = self._term_counts(Counter(tokenize(text)))
             self._doclen[row] = length
 
     def _replay_journal(self) -> None:
@@ -799,7 +813,12 @@ class LocalIndex:
             vecs = np.frombuffer(raw, dtype="<f4").astype(np.float32).reshape(-1, self.dim)
             if vecs.shape[0] != len(chunks):
                 raise ValueError("journal record: chunks and vectors differ in number")
-            self._apply_add(chunks, vecs, [c.model_dump_json() for c in chunks])
+            # term counts stored by this analyzer version are reused (no re-tokenising);
+            # records of earlier versions, or without counts, are counted again
+            counts = record.get("terms") if record.get("analyzer") == ANALYZER_VERSION else None
+            if counts is not None and len(counts) != len(chunks):
+                raise ValueError("journal record: chunks and term counts differ in number")
+            self._apply_add(chunks, vecs, [c.model_dump_json() for c in chunks], counts)
         elif record["op"] == "delete":
             self._apply_delete(str(record["doc_id"]))
         else:

@@ -27,9 +27,8 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import ValidationError
 
@@ -65,6 +64,9 @@ from sleuth.retrieval.text import (
 )
 from sleuth.tools.base import RunContext, json_parameters
 from sleuth.tools.rag import evidence_block
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 UsageSink = Callable[[dict[str, int]], None]
 

@@ -44,9 +44,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -103,6 +102,9 @@ from sleuth.llm.toolcalls import content_parts
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.text import novel_query, terms
 from sleuth.tools.base import RunContext, ToolRegistry, ToolResult
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 LLMAgents = Literal["auto", "all"]
 """Which guided agents ask the model: ``all`` of them, or (``auto``) only where the

@@ -18,15 +18,17 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import json_repair
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
 from sleuth.llm.toolcalls import ToolCallNormalizer, message_text
 from sleuth.tools.base import json_parameters
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 T = TypeVar("T", bound=BaseModel)
 
