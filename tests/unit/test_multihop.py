@@ -124,6 +124,21 @@ def test_the_tool_tracks_what_it_found_and_the_chain_that_led_there(tmp_path) ->
         tools["next_hop"].invoke({"question": WATERFALL, "source_id": "Nowhere"}, ctx)
 
 
+def test_the_tool_embeds_all_its_queries_in_one_batch(tmp_path) -> None:
+    """next_hop runs two searches per bridge name; their queries are embedded in one call,
+    and no search embeds its query again."""
+    app = _chain_app(tmp_path)
+    embedder = app.kb.embedder
+    tools = {t.name: t for t in build_rag_tools(app.kb)}
+    ctx = RunContext(collection="test")
+    tools["rag_search"].invoke({"query": "Quorra River", "top_k": 1}, ctx)
+    embedder.calls.clear()  # type: ignore[attr-defined]
+    result = tools["next_hop"].invoke({"question": WATERFALL, "source_id": "Quorra_River"}, ctx)
+    queries = result.payload["queries"]
+    assert len(queries) >= 2
+    assert embedder.calls == [queries]  # type: ignore[attr-defined]
+
+
 def test_hop_starts_go_from_the_anchor_to_what_each_hop_found(tmp_path) -> None:
     app = _chain_app(tmp_path)
     tools = {t.name: t for t in build_rag_tools(app.kb)}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from sleuth.ingest.references import SectionLookup
 from sleuth.types import Chunk
 from tests.helpers import make_app, make_document, make_service
@@ -79,3 +81,27 @@ def test_a_citation_id_typed_as_the_query_finds_its_section(tmp_path) -> None:
     assert hits[0].chunk.source_id == "BNS_S101"
     response = service.execute_agentic_search("BNS_S101", "test")
     assert [c.source_id for c in response.answer.citations][:1] == ["BNS_S101"]
+
+
+def test_a_query_is_embedded_once_and_the_cache_is_bounded(tmp_path, monkeypatch) -> None:
+    import sleuth.retrieval.search as search
+
+    kb = make_service(tmp_path).kb
+    embedder = kb.embedder
+    embedder.calls.clear()  # type: ignore[attr-defined]
+    first = kb.search("test", "punishment for theft", k=3)
+    again = kb.search_sections("test", "punishment for theft", k=3)
+    assert embedder.calls == [["punishment for theft"]]  # type: ignore[attr-defined]
+    assert [h.chunk.chunk_id for h in again][:1] == [first[0].chunk.chunk_id]
+
+    batch = kb.embed_queries(["murder", "punishment for theft", "murder", "cheating"])
+    assert embedder.calls[-1] == ["murder", "cheating"]  # type: ignore[attr-defined]
+    assert batch.shape == (4, embedder.dim)
+    assert np.array_equal(batch[0], batch[2])
+    assert np.array_equal(batch[1], embedder.embed(["punishment for theft"])[0])
+
+    monkeypatch.setattr(search, "QUERY_VECTOR_CACHE", 2)
+    kb.embed_queries(["robbery"])  # over the bound: the least recently used go
+    embedder.calls.clear()  # type: ignore[attr-defined]
+    kb.embed_queries(["robbery", "cheating", "murder"])
+    assert embedder.calls == [["murder"]]  # type: ignore[attr-defined]

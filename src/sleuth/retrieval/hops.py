@@ -124,6 +124,7 @@ def next_hop(
     path: Sequence[str] = (),
     exclude: Iterable[str] = (),
     keep: int = KEEP,
+    prepare: Callable[[list[str]], object] | None = None,
 ) -> Hop:
     """Search the hop after ``from_id`` for ``question``.
 
@@ -142,6 +143,8 @@ def next_hop(
         path: the sections of earlier hops of this chain (their words count as covered).
         exclude: sections not to return (already retrieved).
         keep: at most this many sections are kept.
+        prepare: called once with every query before the first is searched (the
+            knowledge base's ``embed_queries`` embeds them in one batch).
 
     Returns:
         The :class:`Hop`: its open words, the queries run, and the kept hits, best first;
@@ -167,6 +170,8 @@ def next_hop(
         for name in bridge_names(text, known)
         for query in (f"{name} {' '.join(wanted)}", name)
     ]
+    if prepare is not None and pairs:
+        prepare([query for _, query in pairs])
     for name, query in pairs:
         queries.append(query)
         name_terms = set(terms(name))

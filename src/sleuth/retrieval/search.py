@@ -7,6 +7,7 @@ dense, hybrid), sharing one embedder and one open index per collection.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -30,6 +31,10 @@ SECTION_OVERSAMPLING = 3
 """:meth:`KnowledgeBase.search_sections` asks for this many chunks per section wanted."""
 MAX_SECTION_CANDIDATES = 1000
 """... and never more than this many chunks in all."""
+QUERY_VECTOR_CACHE = 2048
+"""Query embeddings kept, most recently used first (~1.5 KB each for a 384-d model): a run
+searches the same text more than once (a section search that widens, the hops of a chain,
+refinements), and users ask the same questions again."""
 
 
 class KnowledgeBase:
@@ -57,6 +62,8 @@ class KnowledgeBase:
         self._lookups: dict[str, tuple[tuple[int, int, str], SectionLookup]] = {}
         self._mentions: dict[str, tuple[tuple[int, int, str], TitleMentions]] = {}
         self._lock = threading.RLock()
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._vectors_lock = threading.Lock()
 
     @property
     def embedder(self) -> Embedder:
@@ -227,7 +234,7 @@ class KnowledgeBase:
                 with); the message names both dimensions.
         """
         embedder = self.embedder
-        vector = embedder.embed([query])[0]
+        vector = self.embed_queries([query])[0]
         expected = getattr(index, "dim", None)
         shape = np.shape(vector)
         got = int(shape[-1]) if shape else 0
@@ -241,6 +248,33 @@ class KnowledgeBase:
                 "collection"
             )
         return vector
+
+    def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
+        """The embeddings of ``queries``, shape ``(len(queries), dim)``, float32, one row per
+        query in order.
+
+        Queries embedded before are taken from a cache (at most :data:`QUERY_VECTOR_CACHE`,
+        least recently used dropped first); the others are embedded in one call, so a caller
+        about to run several searches (the queries of a multi-hop step) embeds them in one
+        batch by calling this first. Rows are read-only.
+        """
+        with self._vectors_lock:
+            known = {q: self._vectors[q] for q in queries if q in self._vectors}
+            for q in known:
+                self._vectors.move_to_end(q)
+        missing = list(dict.fromkeys(q for q in queries if q not in known))
+        if missing:
+            embedded = np.asarray(self.embedder.embed(missing), dtype=np.float32)
+            with self._vectors_lock:
+                for q, row in zip(missing, embedded, strict=True):
+                    row = row.copy()  # not a view: the cache must not keep the whole batch
+                    row.flags.writeable = False
+                    known[q] = self._vectors[q] = row
+                while len(self._vectors) > QUERY_VECTOR_CACHE:
+                    self._vectors.popitem(last=False)
+        if not queries:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([known[q] for q in queries])
 
     def _section_lookup(self, collection: str) -> SectionLookup:
         """The collection's section lookup, rebuilt only when its documents changed."""

@@ -243,6 +243,7 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
             path=path,
             exclude=list(ctx.retrieved),
             keep=args.top_k,
+            prepare=kb.embed_queries,
         )
         ctx.hopped.add(args.source_id)
         surfaced: list[Chunk] = []
