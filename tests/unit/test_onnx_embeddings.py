@@ -323,3 +323,31 @@ def test_auto_falls_back_to_torch(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert (model.backend, model.dim) == ("torch", 7)
     with pytest.raises(ConfigError, match="no onnxruntime here"):
         SentenceTransformerEmbedder(backend="onnx", data_dir=tmp_path)
+
+
+class _CountingEncoder(onnx_embedder._Encoder):
+    """The batching of ``_Encoder.embed`` without a model: a text's tokens are its
+    characters, and a pass returns each text's token count in column 0."""
+
+    def __init__(self) -> None:
+        self.dim = 2
+        self.passes: list[tuple[int, int]] = []  # (texts, padded width) of each pass
+
+    def tokenize(self, texts):  # type: ignore[no-untyped-def]
+        return [[1] * len(t) for t in texts]
+
+    def run(self, ids):  # type: ignore[no-untyped-def]
+        self.passes.append((len(ids), max(len(x) for x in ids)))
+        return np.array([[len(x), 0.0] for x in ids], dtype=np.float32)
+
+
+def test_passes_hold_at_most_the_token_budget_and_rows_keep_their_order() -> None:
+    encoder = _CountingEncoder()
+    lengths = [300, 5, 120, 7, 600, 64, 64, 3, 250, 9] * 4
+    out = encoder.embed(["x" * n for n in lengths], batch_size=8, max_tokens=512)
+    assert out[:, 0].tolist() == lengths  # the order given, whatever the batching
+    assert sum(n for n, _ in encoder.passes) == len(lengths)
+    for texts, width in encoder.passes:
+        assert texts <= 8
+        assert texts * width <= 512 or texts == 1  # a text over the budget goes alone
+    assert (1, 600) in encoder.passes and (8, 9) in encoder.passes  # short texts still batch
