@@ -257,7 +257,10 @@ class AgentService:
         deadline = time.monotonic() + (timeout_s or self.settings.run_timeout_s)
         memory, recalled = self._recall(query.strip(), collection, user_id, use_memory)
         checks = _Checks(
-            SupportChecker(self.kb.embedder),
+            SupportChecker(
+                self.kb.embedder,
+                stored=lambda ids: self.kb.chunk_vectors(collection, ids),
+            ),
             self.settings.strict_grounding if strict_grounding is None else strict_grounding,
         )
         similar = [m.citations for m in recalled if _similar(query, m.question)]

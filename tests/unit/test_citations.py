@@ -213,6 +213,53 @@ def test_heuristic_answers_pass_their_own_support_check(tmp_path) -> None:
         assert response.trace["sentences_dropped"] == [], mode
 
 
+def test_the_semantic_test_reads_the_vectors_the_index_holds() -> None:
+    """A chunk whose vector the index returns is not embedded again: only the claim is."""
+    chunk = _chunk("BNS_S303")
+    claim = "Taking someone's belongings without permission is an offence"
+    embedded: list[list[str]] = []
+
+    class Recording(_PairEmbedder):
+        def embed(self, texts: list[str]) -> np.ndarray:
+            embedded.append(list(texts))
+            return super().embed(texts)
+
+    asked: list[list[str]] = []
+
+    def stored(ids: list[str]) -> dict[str, np.ndarray]:
+        asked.append(ids)
+        return {"BNS_S303#0": np.array([1.0, 0.0], dtype=np.float32)}  # "similar" to claim
+
+    checker = SupportChecker(Recording(claim), stored=stored)
+    support = checker.check(claim, "BNS_S303", [chunk])
+    assert support.semantic == pytest.approx(1.0) and support.supported
+    assert asked == [["BNS_S303#0"]] and embedded == [[claim]]
+    unknown = SupportChecker(Recording(claim), stored=lambda ids: {})
+    assert unknown.check(claim, "BNS_S303", [chunk]).semantic == pytest.approx(0.0)
+    assert embedded[-1] == [claim, chunk.index_text()]  # not stored: embedded as before
+
+
+def test_a_run_checks_support_against_the_index_vectors(tmp_path) -> None:
+    """The agent service hands its checker the collection's stored vectors: a run embeds
+    its questions and claims, never the text of a retrieved chunk."""
+    model = ScriptedChatModel(
+        [
+            tool_call("rag_search", {"query": "murder theft", "top_k": 4}),
+            _answer_call("The moon is made of green cheese [BNS_S303]."),  # lexical test fails
+        ]
+    )
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    embedder = service.kb.embedder
+    texts = {c.index_text() for sid in STATUTE_SECTIONS for c in service.kb.section("test", sid)}
+    embedder.calls.clear()  # type: ignore[attr-defined]
+    response = service.execute_agentic_search("What is the punishment for murder?", "test")
+    [flag] = response.trace["citations_unsupported"]
+    assert flag["semantic"] is not None  # the semantic test ran
+    embedded = {t for call in embedder.calls for t in call}  # type: ignore[attr-defined]
+    assert "The moon is made of green cheese." in embedded
+    assert not embedded & texts
+
+
 # ----------------------------------------------- issue 12 §5: a support check without holes
 
 

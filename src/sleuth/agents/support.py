@@ -31,7 +31,7 @@ search finds for the claim (hard) and with a random section (easy); the output i
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -121,6 +121,10 @@ class SupportChecker:
         multilingual: the embedder reads every script; ``False`` (the default, for
             all-MiniLM-L6-v2) makes claims mostly in other scripts than Latin unverifiable
             when the lexical test fails.
+        stored: the vectors the index already holds for chunks (``chunk_id`` → the
+            embedding of ``Chunk.index_text()`` by the same model), e.g.
+            :meth:`~sleuth.retrieval.search.KnowledgeBase.chunk_vectors` of the run's
+            collection; chunks it does not return are embedded.
     """
 
     def __init__(
@@ -129,8 +133,10 @@ class SupportChecker:
         lexical_threshold: float = LEXICAL_THRESHOLD,
         semantic_threshold: float = SEMANTIC_THRESHOLD,
         multilingual: bool = False,
+        stored: Callable[[list[str]], dict[str, np.ndarray]] | None = None,
     ) -> None:
         self.embedder = embedder
+        self.stored = stored
         self.lexical_threshold = lexical_threshold
         self.semantic_threshold = semantic_threshold
         self.multilingual = multilingual
@@ -171,6 +177,9 @@ class SupportChecker:
     def _semantic(self, claim: str, chunks: Sequence[Chunk]) -> float:
         assert self.embedder is not None
         missing = [c for c in chunks if c.chunk_id not in self._vectors]
+        if missing and self.stored is not None:
+            self._vectors.update(self.stored([c.chunk_id for c in missing]))
+            missing = [c for c in missing if c.chunk_id not in self._vectors]
         texts = [claim, *(c.index_text() for c in missing)]
         vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
         for chunk, vector in zip(missing, vectors[1:], strict=True):

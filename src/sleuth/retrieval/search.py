@@ -276,6 +276,13 @@ class KnowledgeBase:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([known[q] for q in queries])
 
+    def chunk_vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors ``collection``'s index holds for these chunks (``chunk_id`` → shape
+        ``(dim,)``, the embedding of ``Chunk.index_text()``); unknown ids, and every id when
+        the index backend cannot return vectors (Milvus), are left out."""
+        read = getattr(self.index(collection), "chunk_vectors", None)
+        return read(chunk_ids) if read is not None else {}
+
     def _section_lookup(self, collection: str) -> SectionLookup:
         """The collection's section lookup, rebuilt only when its documents changed."""
         version = self.catalog.collection_version(collection)

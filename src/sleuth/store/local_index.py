@@ -392,6 +392,14 @@ class LocalIndex:
                 if cid in self._row
             ]
 
+    def chunk_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of these chunks (copies, shape ``(dim,)``); unknown ids are
+        left out."""
+        with self._lock:
+            self._check_open()
+            self._catch_up()
+            return {cid: self._vecs[self._row[cid]].copy() for cid in chunk_ids if cid in self._row}
+
     def compact(self) -> None:
         """Fold the journal into a new snapshot generation now (it also happens by itself)."""
         with self._lock:
