@@ -5,7 +5,8 @@ one ``sleuth serve`` process on loopback (heuristic reasoner, local index, SQLit
 
 - ``reader`` owns ``statutes``: blocking asks in guided and react mode, streamed asks whose
   SSE stream is dropped after two events and resumed with ``Last-Event-ID`` (checking that
-  no event is lost or repeated), reads of stored runs, sections and run lists;
+  no event is lost or repeated), retrieval-only searches (``GET /collections/{name}/search``),
+  reads of stored runs, sections and run lists;
 - ``writer1`` and ``writer2`` each own a collection: they upload small Markdown documents
   (each unique), delete indexed ones, and ask their own collection.
 
@@ -290,7 +291,7 @@ async def streamer(client: httpx.AsyncClient, tally: Tally, end: float, question
         tally.ok("sse resume", time.perf_counter() - t0)
 
 
-async def reader(client: httpx.AsyncClient, tally: Tally, end: float) -> None:
+async def reader(client: httpx.AsyncClient, tally: Tally, end: float, feed: Any) -> None:
     while time.monotonic() < end:
         r = await timed(tally, "list runs", client.get("/agent/search", params={"limit": 20}))
         if r is not None and r.json():
@@ -298,6 +299,11 @@ async def reader(client: httpx.AsyncClient, tally: Tally, end: float) -> None:
             await timed(tally, "read run", client.get(f"/agent/search/{task_id}"))
         await timed(
             tally, "read section", client.get(f"/collections/{COLLECTION}/sections/BNS_S103")
+        )
+        await timed(
+            tally,
+            "search",
+            client.get(f"/collections/{COLLECTION}/search", params={"q": next(feed), "k": 5}),
         )
         await asyncio.sleep(0.2)
 
@@ -414,7 +420,7 @@ async def soak(server: Server, keys: dict[str, str], minutes: float, clients_n: 
         tasks = [
             *(asker(clients["reader"], tally, end, COLLECTION, feed) for _ in range(clients_n)),
             streamer(clients["reader"], tally, end, feed),
-            reader(clients["reader"], tally, end),
+            reader(clients["reader"], tally, end, feed),
             writer(clients["writer1"], tally, end, "writer1", "ledgers1", rng, counter),
             writer(clients["writer2"], tally, end, "writer2", "ledgers2", rng, counter),
             sampler(server, tally, end),

@@ -572,3 +572,39 @@ def test_the_key_is_checked_before_a_malformed_body(client: TestClient, env: Api
     assert wrong.status_code == 401
     good = client.post("/agent/search", content='{"query":', headers={**broken, **env.auth()})
     assert good.status_code == 422
+
+
+# ----------------------------------------------------------------------- retrieval only
+
+
+def test_search_endpoint_ranks_sections_without_the_agent(client: TestClient, env: ApiEnv) -> None:
+    r = client.get(
+        "/collections/test/search", params={"q": "punishment for murder"}, headers=env.auth()
+    )
+    assert r.status_code == 200, r.text
+    hits = r.json()
+    assert hits[0]["source_id"] == "BNS_S103" and hits[0]["rank"] == 1
+    assert len({h["source_id"] for h in hits}) == len(hits)  # one row per section
+    assert {"doc_id", "title", "score", "retriever", "text"} <= set(hits[0])
+    assert "murder" in hits[0]["text"]
+    chunks = client.get(
+        "/collections/test/search",
+        params={"q": "theft", "k": 2, "mode": "bm25", "chunks": "true"},
+        headers=env.auth(),
+    ).json()
+    assert len(chunks) <= 2 and all(h["retriever"] == "bm25" for h in chunks)
+    assert "BNS_S303" in [h["source_id"] for h in chunks]
+
+
+def test_search_endpoint_errors_are_json_and_other_users_see_404(
+    client: TestClient, env: ApiEnv
+) -> None:
+    blank = client.get("/collections/test/search", params={"q": "  "}, headers=env.auth())
+    assert blank.status_code == 422 and blank.json()["detail"] == "q: the query is blank"
+    bad = client.get(
+        "/collections/test/search", params={"q": "theft", "mode": "fuzzy"}, headers=env.auth()
+    )
+    assert bad.status_code == 422
+    other = client.get("/collections/test/search", params={"q": "theft"}, headers=env.auth("bob"))
+    assert other.status_code == 404
+    assert client.get("/collections/test/search", params={"q": "theft"}).status_code == 401

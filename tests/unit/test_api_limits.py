@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -64,6 +65,34 @@ def test_an_upload_past_the_users_quota_is_413_and_nothing_is_kept(tmp_path: Pat
         assert client.get("/collections/notes/jobs", headers=env.auth()).json() == []
     staging = env.sleuth.settings.data_dir / "uploads" / ".staging"
     assert not staging.exists() or not any(staging.iterdir())
+
+
+def test_uploads_still_waiting_to_be_ingested_count_against_the_quota(tmp_path: Path) -> None:
+    """Files of a queued job sit in its staging folder, not yet in the collection's: they
+    count too, so that uploads queued behind a long job cannot pass the quota."""
+    env = make_api(tmp_path, upload_quota_bytes=300)
+    staged = env.sleuth.settings.data_dir / "uploads" / ".staging" / "waiting"
+    staged.mkdir(parents=True)
+    (staged / "queued.md").write_bytes(b"x" * 250)
+    env.sleuth.catalog.save_job(
+        {
+            "job_id": "waiting",
+            "collection": "test",
+            "user_id": env.user_ids["alice"],
+            "state": "queued",
+            "staged": {"queued.md": str(staged / "queued.md")},
+            "worker": "elsewhere:1:live",  # another host's process, alive (fresh heartbeat)
+            "heartbeat_at": datetime.now(UTC),
+        }
+    )
+    files = [("files", ("small.md", b"# Small\n\n" + b"word " * 20))]  # ~110 bytes
+    with TestClient(env.app) as client:
+        alice = client.post("/collections/test/documents", files=files, headers=env.auth())
+        assert alice.status_code == 413
+        assert "your stored uploads (250 bytes)" in alice.json()["detail"]
+        client.post("/collections", json={"name": "own"}, headers=env.auth("bob"))
+        bob = client.post("/collections/own/documents", files=files, headers=env.auth("bob"))
+        assert bob.status_code == 202  # alice's waiting upload is not bob's
 
 
 def test_rotating_a_key_revokes_the_old_one_at_once(tmp_path: Path) -> None:

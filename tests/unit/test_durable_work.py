@@ -90,6 +90,26 @@ def test_a_job_a_killed_server_left_running_resumes_at_start(tmp_path: Path) -> 
     assert not staging.exists()  # moved into the collection's upload folder, then ingested
 
 
+def test_a_running_server_takes_over_the_job_of_a_process_that_died(tmp_path: Path) -> None:
+    """Several API processes on one catalog: when one dies, a live one finishes its jobs at
+    its next heartbeat, without waiting for a restart."""
+    env = make_api(tmp_path)
+    _notes(env)
+    with TestClient(create_app(sleuth=env.sleuth)) as client:
+        state = client.app.state.sleuth  # type: ignore[attr-defined]
+        staging = env.sleuth.settings.data_dir / "uploads" / ".staging" / "j9"
+        staging.mkdir(parents=True)
+        (staging / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
+        _left_behind(env, "j9", {"owls.md": staging / "owls.md"}, "running")  # a peer died
+        state.jobs.beat()
+        done = _wait_job(client, env, "/collections/notes/jobs/j9")
+        assert done["state"] == "succeeded", done
+        docs = client.get("/collections/notes/documents", headers=env.auth()).json()
+        assert [d["doc_id"] for d in docs] == ["owls"]
+    row = env.sleuth.catalog.get_job("j9")
+    assert row is not None and row["worker"] == state.jobs.worker
+
+
 def test_a_job_moved_but_not_ingested_resumes_from_the_collection_folder(tmp_path: Path) -> None:
     env = make_api(tmp_path)
     _notes(env)

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -30,12 +30,14 @@ from sleuth.api.schemas import (
     JobOut,
     OutlineItem,
     Problem,
+    SearchHitOut,
     SectionOut,
 )
 from sleuth.api.state import ApiState
 from sleuth.api.uploads import SNIFF_BYTES, UploadRejected, check_type, safe_file_name
 from sleuth.config import Settings
-from sleuth.retrieval.search import join_parts
+from sleuth.errors import SleuthError
+from sleuth.retrieval.search import SearchMode, join_parts
 from sleuth.store.catalog import UserInfo
 
 CollectionName = Annotated[
@@ -118,6 +120,7 @@ def _submit(
         state.limits.check_upload(
             [state.jobs.uploads / c.name for c in owned],
             sum(path.stat().st_size for path in staged.values()),
+            waiting=state.jobs.staged_bytes(user.id),
         )
         return state.jobs.submit(job_id, user.id, name, staged)
 
@@ -285,6 +288,48 @@ def collections_router(settings: Settings) -> APIRouter:
         """A section's whole text (e.g. a cited one) with the sections around it in its
         document's outline."""
         return _section(state, user, name, source_id)
+
+    @router.get(
+        "/{name}/search",
+        summary="Search a collection (retrieval only, no agent)",
+        response_model=list[SearchHitOut],
+        responses={**_AUTH, **_404, 422: {"model": Problem, "description": "Invalid query"}},
+    )
+    def search_collection(
+        name: CollectionName,
+        user: CurrentUser,
+        state: State,
+        q: Annotated[str, Query(min_length=1, max_length=4000, description="The query")],
+        k: Annotated[int, Query(ge=1, le=100, description="Rows wanted")] = 5,
+        mode: Annotated[SearchMode, Query(description="hybrid, bm25 or dense")] = "hybrid",
+        chunks: Annotated[
+            bool, Query(description="Rank raw chunks, not one row per section (its best chunk)")
+        ] = False,
+    ) -> list[SearchHitOut]:
+        """The collection's best sections for ``q`` by hybrid search (BM25 and dense fused
+        with RRF), or by one of the two: what ``sleuth search`` prints."""
+        if not q.strip():
+            raise HTTPException(422, "q: the query is blank")
+        state.collection_of(user, name)
+        kb = state.sleuth.kb
+        find = kb.search if chunks else kb.search_sections
+        try:
+            hits = find(name, q, k=k, mode=mode)
+        except SleuthError as exc:
+            raise HTTPException(422, str(exc)) from exc
+        return [
+            SearchHitOut(
+                rank=h.rank,
+                source_id=h.chunk.source_id,
+                chunk_id=h.chunk.chunk_id,
+                doc_id=h.chunk.doc_id,
+                title=" > ".join(h.chunk.title_path),
+                score=h.score,
+                retriever=h.retriever,
+                text=h.chunk.text,
+            )
+            for h in hits
+        ]
 
     @router.delete(
         "/{name}",

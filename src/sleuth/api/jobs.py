@@ -11,10 +11,11 @@ re-ingesting a path does on the CLI — and ingests them.
 Jobs are durable: each is a row of the catalog (``ingest_jobs``: SQLite by default,
 PostgreSQL by ``SLEUTH_DATABASE_URL``) written before the ``202`` is answered, updated as it
 runs (state, per-file outcome, progress), and its uploaded files are kept until they are
-ingested. On start (:meth:`JobRegistry.resume`), a job left ``queued`` or ``running`` by a
-process that is gone (one of this host whose pid no longer runs, or one whose heartbeat is
-older than :data:`STALE_AFTER_S`) is taken over — by exactly one process, through
-:meth:`~sleuth.store.catalog.Catalog.claim_job` — and ingested again (ingestion is
+ingested. On start, and at every heartbeat while a server runs (:meth:`JobRegistry.resume`),
+a job left ``queued`` or ``running`` by a process that is gone (one of this host whose pid
+no longer runs, or one whose heartbeat is older than :data:`STALE_AFTER_S`) is taken over —
+by exactly one process, through :meth:`~sleuth.store.catalog.Catalog.claim_job` — and
+ingested again (ingestion is
 idempotent by content hash; a half-ingested file replaces its partial chunks), or marked
 ``failed`` when its files are gone. Status URLs keep working across restarts.
 
@@ -227,6 +228,19 @@ class JobRegistry:
         self._queue(job)
         return job
 
+    def staged_bytes(self, user_id: str) -> int:
+        """Bytes of ``user_id``'s uploads still waiting in staging folders: the files of
+        their queued and running jobs (of every process on this catalog) not yet moved into
+        a collection's folder."""
+        total = 0
+        for row in self.catalog.list_jobs(states=("queued", "running"), limit=10_000):
+            if row["user_id"] != user_id:
+                continue
+            for path in (row["staged"] or {}).values():
+                with contextlib.suppress(OSError):  # moved on (counted in its collection)
+                    total += Path(path).stat().st_size
+        return total
+
     def get(self, collection: str, job_id: str) -> IngestJob | None:
         """The job (live, or as the catalog keeps it), if it is of ``collection``."""
         with self.lock:
@@ -300,13 +314,20 @@ class JobRegistry:
             self._queue(job)
         return taken
 
+    def stop(self) -> None:
+        """Begin the shutdown without waiting: the running job is told to stop at its next
+        safe point, queued ones are not started (they stay ``queued`` in the catalog)."""
+        self._closing.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
     def shutdown(self, grace_s: float | None = None) -> bool:
         """Wait for the running job — at most ``grace_s`` seconds when given; queued ones
         stay ``queued`` in the catalog, their files kept, and are resumed by the next start,
         as is a running job that outlives the grace (ingestion is idempotent). Returns
         whether no job is still running."""
-        self._closing.set()
-        self._pool.shutdown(wait=grace_s is None, cancel_futures=True)
+        self.stop()
+        if grace_s is None:
+            self._pool.shutdown(wait=True)
         self._beat.join(timeout=5)
         if grace_s is None:
             return True
@@ -323,16 +344,24 @@ class JobRegistry:
     # ------------------------------------------------------------------ internals
 
     def _heartbeat(self) -> None:
-        """Every :data:`HEARTBEAT_S`, mark this process's unfinished jobs as alive, so that
-        no other process takes over a job that waits in this one's queue."""
+        """Every :data:`HEARTBEAT_S`, one :meth:`beat`."""
         while not self._closing.wait(HEARTBEAT_S):
-            with self.lock:
-                ids = [k for k, j in self._jobs.items() if not j.finished]
+            self.beat()
+
+    def beat(self) -> None:
+        """Mark this process's unfinished jobs as alive, so that no other process takes over
+        a job that waits in this one's queue; then take over the jobs of a process that is
+        gone (:meth:`resume`): with several API processes on one catalog, a job of one that
+        died is finished by a live one, without waiting for a restart."""
+        with self.lock:
+            ids = [k for k, j in self._jobs.items() if not j.finished]
+        try:
             if ids:
-                try:
-                    self.catalog.touch_jobs(ids, self.worker)
-                except Exception as exc:
-                    logger.warning("could not record the ingestion jobs' heartbeat: %s", exc)
+                self.catalog.touch_jobs(ids, self.worker)
+            if not self._closing.is_set():
+                self.resume()
+        except Exception as exc:  # the catalog may be briefly unreachable: next beat
+            logger.warning("ingestion jobs' heartbeat failed: %s", exc)
 
     def _queue(self, job: IngestJob) -> None:
         with self.lock:

@@ -64,19 +64,23 @@ class UserLimits:
                 {"Retry-After": "5"},
             )
 
-    def check_upload(self, folders: list[Path], incoming: int) -> None:
+    def check_upload(self, folders: list[Path], incoming: int, waiting: int = 0) -> None:
         """Refuse an upload that would take the user's kept uploads (the files under
-        ``folders``) past the quota.
+        ``folders``, plus ``waiting`` bytes of earlier uploads not yet ingested) past the
+        quota.
 
         Raises:
             HTTPException: 413 naming the quota and what is used.
         """
-        used = sum(
-            p.stat().st_size
-            for folder in folders
-            if folder.is_dir()
-            for p in folder.rglob("*")
-            if p.is_file()
+        used = (
+            sum(
+                p.stat().st_size
+                for folder in folders
+                if folder.is_dir()
+                for p in folder.rglob("*")
+                if p.is_file()
+            )
+            + waiting
         )
         if used + incoming > self.upload_quota:
             raise HTTPException(

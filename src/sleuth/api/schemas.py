@@ -402,6 +402,19 @@ class JobProgress(BaseModel):
     chunks_embedded: int = 0
 
 
+class SearchHitOut(BaseModel):
+    """One ranked section (or chunk) of a retrieval-only search."""
+
+    rank: int = Field(description="1 = best")
+    source_id: str = Field(description="The section's citation id")
+    chunk_id: str
+    doc_id: str
+    title: str = Field(description="The section's title path, ' > '-joined")
+    score: float = Field(description="RRF score (hybrid), BM25 score or cosine (dense)")
+    retriever: str = Field(description="hybrid, bm25 or dense")
+    text: str = Field(description="The chunk's text")
+
+
 class JobFile(BaseModel):
     """What happened to one uploaded file."""
 

@@ -6,6 +6,7 @@ dependency that hands it to a handler.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from fastapi import HTTPException, Request
@@ -44,11 +45,15 @@ class ApiState:
         return info
 
     def close(self, grace_s: float | None = None) -> bool:
-        """Stop the background work — waiting for it, or at most ``grace_s`` seconds (see
+        """Stop the background work — waiting for it, or at most ``grace_s`` seconds in all (see
         :meth:`RunRegistry.shutdown`, :meth:`JobRegistry.shutdown`) — then close the
         installation (if the API opened it). Returns whether all work ended in time."""
+        deadline = None if grace_s is None else time.monotonic() + grace_s
+        self.jobs.stop()  # the running job heads for its safe point while the runs finish
         left = self.runs.shutdown(grace_s)
-        settled = self.jobs.shutdown(grace_s)
+        # one grace for both: the job gets what the runs left of it
+        rest = None if deadline is None else max(0.0, deadline - time.monotonic())
+        settled = self.jobs.shutdown(rest)
         if self.owns_sleuth and settled and not left:
             self.sleuth.close()
         return settled and not left
