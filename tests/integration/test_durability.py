@@ -120,10 +120,9 @@ def _wait(predicate: Any, what: str, limit_s: float = 120) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_sigkill_during_ingestion_then_restart_finishes_the_job(tmp_path: Path) -> None:
-    if not BNSS.is_file():
-        pytest.skip(f"statutes data not found at {BNSS}")
-    server = Server(tmp_path / "data")
+def _embedding_bnss(server: Server) -> tuple[dict[str, str], str]:
+    """Start ``server``, upload the BNSS into a new collection 'law' and return (the auth
+    header, the job's status URL) once the job has embedded its first chunks."""
     key = server.sleuth("users", "create", "alice")
     auth = {"Authorization": f"Bearer {key}"}
     with server.start() as client:
@@ -133,11 +132,19 @@ def test_sigkill_during_ingestion_then_restart_finishes_the_job(tmp_path: Path) 
                 "/collections/law/documents", files=[("files", (BNSS.name, f))], headers=auth
             )
         assert r.status_code == 202
-        url = r.json()["status_url"]
+        url = str(r.json()["status_url"])
         _wait(
             lambda: client.get(url, headers=auth).json()["progress"]["chunks_embedded"] > 0,
             "the job to embed its first chunks",
         )
+    return auth, url
+
+
+def test_sigkill_during_ingestion_then_restart_finishes_the_job(tmp_path: Path) -> None:
+    if not BNSS.is_file():
+        pytest.skip(f"statutes data not found at {BNSS}")
+    server = Server(tmp_path / "data")
+    auth, url = _embedding_bnss(server)
     server.kill()
     row = Catalog(f"sqlite:///{server.data_dir / 'catalog.sqlite3'}").get_job(url.rsplit("/")[-1])
     assert row is not None and row["state"] == "running"  # what the killed server left
@@ -174,20 +181,7 @@ def test_sigterm_mid_ingestion_exits_0_and_the_job_resumes_at_the_next_start(
     if not BNSS.is_file():
         pytest.skip(f"statutes data not found at {BNSS}")
     server = Server(tmp_path / "data", SLEUTH_API_SHUTDOWN_GRACE_S="1")
-    key = server.sleuth("users", "create", "alice")
-    auth = {"Authorization": f"Bearer {key}"}
-    with server.start() as client:
-        assert client.post("/collections", json={"name": "law"}, headers=auth).status_code == 201
-        with BNSS.open("rb") as f:
-            r = client.post(
-                "/collections/law/documents", files=[("files", (BNSS.name, f))], headers=auth
-            )
-        assert r.status_code == 202
-        url = r.json()["status_url"]
-        _wait(
-            lambda: client.get(url, headers=auth).json()["progress"]["chunks_embedded"] > 0,
-            "the job to embed its first chunks",
-        )
+    auth, url = _embedding_bnss(server)
     started = time.monotonic()
     assert server.kill(signal.SIGTERM) == 0
     assert time.monotonic() - started < 30
