@@ -39,6 +39,7 @@ from sleuth.config import Settings
 from sleuth.errors import SleuthError
 from sleuth.retrieval.search import SearchMode, join_parts
 from sleuth.store.catalog import UserInfo
+from sleuth.types import MAX_QUESTION_CHARS
 
 CollectionName = Annotated[
     str, PathParam(pattern=f"^{COLLECTION_NAME}$", description="A collection of the caller")
@@ -299,7 +300,9 @@ def collections_router(settings: Settings) -> APIRouter:
         name: CollectionName,
         user: CurrentUser,
         state: State,
-        q: Annotated[str, Query(min_length=1, max_length=4000, description="The query")],
+        q: Annotated[
+            str, Query(min_length=1, max_length=MAX_QUESTION_CHARS, description="The query")
+        ],
         k: Annotated[int, Query(ge=1, le=100, description="Rows wanted")] = 5,
         mode: Annotated[SearchMode, Query(description="hybrid, bm25 or dense")] = "hybrid",
         chunks: Annotated[

@@ -256,8 +256,10 @@ class KnowledgeBase:
         Queries embedded before are taken from a cache (at most :data:`QUERY_VECTOR_CACHE`,
         least recently used dropped first); the others are embedded in one call, so a caller
         about to run several searches (the queries of a multi-hop step) embeds them in one
-        batch by calling this first. Rows are read-only.
+        batch by calling this first. The array returned is the caller's (a new one).
         """
+        if not queries:
+            return np.zeros((0, 0), dtype=np.float32)
         with self._vectors_lock:
             known = {q: self._vectors[q] for q in queries if q in self._vectors}
             for q in known:
@@ -272,8 +274,6 @@ class KnowledgeBase:
                     known[q] = self._vectors[q] = row
                 while len(self._vectors) > QUERY_VECTOR_CACHE:
                     self._vectors.popitem(last=False)
-        if not queries:
-            return np.zeros((0, 0), dtype=np.float32)
         return np.stack([known[q] for q in queries])
 
     def chunk_vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
