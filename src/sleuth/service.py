@@ -260,6 +260,7 @@ class AgentService:
             SupportChecker(
                 self.kb.embedder,
                 stored=lambda ids: self.kb.chunk_vectors(collection, ids),
+                cross_encoder=self.kb.cross_encoder,
             ),
             self.settings.strict_grounding if strict_grounding is None else strict_grounding,
         )

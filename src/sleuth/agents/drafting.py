@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.citations import cited_ids, clean_answer_text
+from sleuth.agents.reader import complete_sentences
 
 _INSUFFICIENT = re.compile(
     r"^\s*(insufficient context|i (?:do not|don't|cannot|can't) (?:know|find|answer))|"
@@ -153,3 +154,29 @@ def draft_from_text(text: str) -> AnswerDraft | None:
         citations=[] if insufficient else cited_ids(prose),
         is_insufficient_context=insufficient,
     )
+
+
+def draft_from_long_text(text: str, cut: bool = False) -> AnswerDraft | None:
+    """Read a long-form answer (the answer sentence, then ``- `` points with their evidence
+    numbers): labels and fences removed, "Insufficient context: …" recognised, and the text
+    cut back to its last complete sentence (:func:`~sleuth.agents.reader.complete_sentences`;
+    ``cut``: the model stopped at its token budget). ``None`` when nothing usable is left.
+    """
+    stripped = text.strip()
+    if not stripped:
+        return None
+    embedded = _embedded_draft(stripped) if stripped.startswith(("{", "```")) else None
+    if embedded is not None:
+        return embedded
+    lines = [
+        _EXPLANATION.sub("", _ANSWER_LABEL.sub("", line, count=1), count=1)
+        for line in clean_answer_text(stripped).splitlines()
+        if not _ECHO.match(line) and not _FACTS_LINE.match(line)
+    ]
+    prose = _trail(complete_sentences("\n".join(lines).strip(), cut=cut))
+    if not prose:
+        return None
+    if _INSUFFICIENT.search(prose.split("\n", 1)[0]) and not cited_ids(prose.split("\n", 1)[0]):
+        why = prose if prose.lower().startswith("insufficient") else f"Insufficient context: {prose}"
+        return AnswerDraft(answer_text=why, is_insufficient_context=True)
+    return AnswerDraft(answer_text=prose, citations=cited_ids(prose))

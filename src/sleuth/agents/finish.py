@@ -7,8 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
+from text_to_num import alpha2digit
+
+from sleuth.agents.answer import AnswerDraft, Citation, GeneratedAnswer
 from sleuth.agents.citations import (
+    CITATION_TEXT_CHARS,
     CitationReport,
     RemovedCitation,
     clean_answer_text,
@@ -16,14 +19,30 @@ from sleuth.agents.citations import (
 )
 from sleuth.agents.comparison import check_yes_no
 from sleuth.agents.heuristic import compose_answer
+from sleuth.agents.reader import answer_kind, complete_sentences
 from sleuth.agents.scope import decline, not_held
 from sleuth.agents.state import RunStatus
 from sleuth.agents.support import SupportChecker
+from sleuth.agents.verdict import rule_verdict
+from sleuth.retrieval.rerank import sigmoid
 from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext
 
 UNCITED = "the answer cited no section retrieved in this run"
+NOT_COVERED = "no retrieved section addresses the question (cross-encoder coverage)"
+COVERAGE_THRESHOLD = 0.5
+"""The least cross-encoder probability (:mod:`sleuth.retrieval.rerank`) that some retrieved
+passage answers the question, for the run to answer at all. 0.5 is the model's own
+decision boundary (logit 0); the judged statute set's ``dev`` split is where it was checked
+(``bench/bench_reader.py``)."""
+COVERAGE_PER_SECTION = 2
+"""Chunks per retrieved section the coverage check reads (a section's opening holds its
+rule)."""
+COVERAGE_CHUNKS = 40
+"""Chunks the coverage check reads at most, in order of retrieval."""
+RULE_SECTIONS = 5
+"""Retrieved sections, after the cited ones, whose sentences a yes/no verdict may rest on."""
 OUT_OF_SCOPE = "the question names a document the collection does not hold"
 REPAIR_PROMPT = (
     "Your answer cites none of the numbered results, so it cannot be checked. Write it "
@@ -258,20 +277,29 @@ def _short_supported(
     question: str, short: str, answer: GeneratedAnswer | None, ctx: RunContext
 ) -> bool:
     """Whether the short answer's terms that the question does not give occur in the cited
-    sections — or, with no ``answer``, in any retrieved section (yes/no always do). A short
+    sections — or, with no ``answer``, in any retrieved section (yes/no always do); numbers
+    match in digits or words (:func:`digits`). A short
     answer written as a sentence ("The founder … used the name Bass Communion") needs only
     its own words found ("bass", "communion"), not the question's it repeats."""
     if short.lower() in ("yes", "no"):
         return True
-    wanted = set(terms(short)) - set(terms(question))
+    wanted = set(terms(digits(short))) - set(terms(digits(question)))
     if not wanted:
         return True
     cited = (answer and [c.source_id for c in answer.citations]) or list(ctx.retrieved)
     found: set[str] = set()
     for sid in cited:
         chunks = ctx.retrieved.get(sid) or []
-        found.update(terms(" ".join([chunks[0].heading if chunks else "", join_parts(chunks)])))
+        text = " ".join([chunks[0].heading if chunks else "", join_parts(chunks)])
+        found.update(terms(digits(text)))
     return wanted <= found
+
+
+def digits(text: str) -> str:
+    """``text`` with English number words written as digits ("twenty-four hours" →
+    "24 hours"; ``text_to_num.alpha2digit``), so that a number matches however it is
+    written; lone "one" is kept (it is more often a pronoun)."""
+    return alpha2digit(text, "en")
 
 
 def finish_answer(
@@ -326,9 +354,26 @@ def finish_answer(
                 replaced=OUT_OF_SCOPE,
                 source="replaced" if from_model else "extractive",
             )
+    uncovered = (
+        not_covered(question, ctx, checker) if require_citations and stop_status is None else None
+    )
+    if uncovered is not None:
+        declined = AnswerDraft(answer_text=uncovered, is_insufficient_context=True)
+        report = validate_citations(declined, ctx, checker, strict_grounding)
+        return FinishedAnswer(
+            answer=report.answer,
+            status=RunStatus.INSUFFICIENT_CONTEXT,
+            report=report,
+            replaced=NOT_COVERED,
+            source="replaced" if from_model else "extractive",
+        )
+    # a model's sentence that no retrieved section supports is dropped, never shipped with
+    # a citation the check refused (nothing left: the repair round, then the extractive one)
+    strict_grounding = strict_grounding or (from_model and checker is not None)
     short: str | None = None
     rounds = 0
     if from_model and not draft.is_insufficient_context:
+        draft = draft.model_copy(update={"answer_text": complete_sentences(draft.answer_text)})
         short, split = split_short_answer(draft)
         if repair is not None:
             retyped = _retyped(question, short, draft, repair)
@@ -392,6 +437,8 @@ def finish_answer(
     checked = None
     if short and short.lower() in ("yes", "no") and answer_type(question) == "yes/no":
         short, checked = _checked_yes_no(question, short, ctx)
+    if checked is None and not answer.is_insufficient_context and answer_kind(question) == "yes_no":
+        answer, short, checked = _rule_checked(question, answer, short, ctx, checker)
     if short and not answer.is_insufficient_context:
         if not _short_supported(question, short, answer, ctx):
             if strict_grounding:
@@ -440,6 +487,99 @@ def finish_answer(
         repair_rounds=rounds,
         yes_no_check=checked,
     )
+
+
+def not_covered(question: str, ctx: RunContext, checker: SupportChecker | None) -> str | None:
+    """Why the collection does not cover ``question``, or ``None`` when it may.
+
+    With a cross-encoder, the question is scored against the first chunks of the sections
+    the run retrieved (at most :data:`COVERAGE_CHUNKS`); when none reaches
+    :data:`COVERAGE_THRESHOLD`, no retrieved passage is about what the question asks, and
+    the answer says so and names the closest sections. ``None`` without a cross-encoder,
+    without retrieved sections, or when a passage is relevant.
+    """
+    if checker is None or checker.cross_encoder is None or not ctx.retrieved:
+        return None
+    chunks = [c for group in ctx.retrieved.values() for c in group[:COVERAGE_PER_SECTION]]
+    chunks = chunks[:COVERAGE_CHUNKS]
+    logits = checker.cross_encoder.logits(question, [c.index_text() for c in chunks])
+    best = max(range(len(chunks)), key=lambda i: logits[i])
+    if sigmoid(logits[best]) >= COVERAGE_THRESHOLD:
+        return None
+    closest = list(dict.fromkeys(chunks[i].source_id for i in sorted(
+        range(len(chunks)), key=lambda i: -logits[i]
+    )))[:3]
+    return (
+        "Insufficient context: no retrieved section addresses this question; the closest "
+        f"sections found ({', '.join(closest)}) are about other matters."
+    )
+
+
+def _rule_checked(
+    question: str,
+    answer: GeneratedAnswer,
+    short: str | None,
+    ctx: RunContext,
+    checker: SupportChecker | None,
+) -> tuple[GeneratedAnswer, str | None, str | None]:
+    """A yes/no answer made to agree with the rule its evidence states
+    (:func:`~sleuth.agents.verdict.rule_verdict`): ``(answer, short answer, trace note)``.
+
+    An answer that opens with the other verdict is replaced by the verdict and the rule
+    sentence, cited (its other sentences argued the overturned verdict); one that opens with
+    none gets the verdict first (and the rule sentence, when it does not quote it). Unchanged
+    without a cross-encoder or when no sentence plainly states the rule.
+    """
+    if checker is None or checker.cross_encoder is None:
+        return answer, short, None
+    order = [c.source_id for c in answer.citations] + list(ctx.retrieved)[:RULE_SECTIONS]
+    rule = rule_verdict(
+        question, ctx.retrieved, order, checker.cross_encoder, checker.cross_encoder_threshold
+    )
+    if rule is None:
+        return answer, short, None
+    said = stated_verdict(short or answer.answer_text)
+    verdict = rule.verdict.capitalize()
+    quoted = f"{rule.sentence.rstrip('.;:')} [{rule.source_id}]."
+    why = f"'{rule.sentence[:160]}' [{rule.source_id}], relevance {rule.score:.2f}"
+    if said == rule.verdict:
+        return answer, short, f"confirmed {rule.verdict}: {why}"
+    if said is None:
+        body = _MARKERS.sub("", answer.answer_text)
+        text = answer.answer_text if rule.sentence[:60] in body else f"{quoted}\n{answer.answer_text}"
+        note = f"stated {rule.verdict}: {why}"
+    else:
+        text = quoted
+        note = f"{said} overturned to {rule.verdict}: {why}"
+    chunks = ctx.retrieved[rule.source_id]
+    cited = [c for c in answer.citations if c.source_id == rule.source_id] or [
+        Citation(
+            source_id=rule.source_id,
+            number=ctx.numbers.get(rule.source_id),
+            title=chunks[0].heading if chunks else "",
+            text=join_parts(list(chunks))[:CITATION_TEXT_CHARS],
+            support=round(rule.score, 3),
+        )
+    ]
+    keep = answer.citations if said is None else cited
+    if said is None and not any(c.source_id == rule.source_id for c in keep):
+        keep = [*cited, *keep]
+    body = f"{verdict}. {text}".strip()
+    fixed = answer.model_copy(
+        update={
+            "answer_text": body,
+            "short_answer": verdict,
+            "citations": keep,
+            "ungrounded_sentences": [] if said is not None else answer.ungrounded_sentences,
+        }
+    )
+    return fixed, verdict, note
+
+
+def stated_verdict(text: str) -> str | None:
+    """``"yes"`` or ``"no"`` when ``text`` opens with one, else ``None``."""
+    match = _YES_NO.match(_MARKERS.sub("", text).strip())
+    return match.group(1).lower() if match else None
 
 
 def _checked_yes_no(question: str, short: str, ctx: RunContext) -> tuple[str, str | None]:

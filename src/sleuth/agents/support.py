@@ -6,9 +6,13 @@ section when either
 * **lexical support** — the share of the claim's content terms (stemmed, stop words removed:
   :func:`sleuth.retrieval.text.terms`) found in the section's title and text — reaches
   :data:`LEXICAL_THRESHOLD`, or
-* **semantic support** — the highest cosine similarity between the claim's embedding and the
-  embeddings of the section's chunks — reaches :data:`SEMANTIC_THRESHOLD` (checked only when
-  the lexical test fails and an embedder is available).
+* **semantic support** — checked only when the lexical test fails — either, with a
+  cross-encoder (:mod:`sleuth.retrieval.rerank`, the default when reranking is on), the
+  highest probability it gives a (claim, chunk) pair of the section reaching
+  :data:`CROSS_ENCODER_THRESHOLD`, or, without one, the highest cosine similarity between the
+  claim's embedding and the embeddings of the section's chunks reaching
+  :data:`SEMANTIC_THRESHOLD`. The cross-encoder reads claim and passage together, so a
+  paraphrase or a number written in words is judged by meaning, not shared words.
 
 A claim with fewer than :data:`MIN_CLAIM_TERMS` content terms ("1998.", "Hello there.") is
 held to more: lexical support needs *all* of its terms in the section (one shared word of
@@ -21,7 +25,7 @@ and are *unverifiable* (:attr:`Support.verdict`), which is never supported:
   default): its cosine with an English section means nothing. A non-Latin claim a section
   of its own language supports lexically is supported.
 
-Both thresholds were chosen on the statutes data with ``bench/bench_citation_support.py``:
+The lexical and cosine thresholds were chosen on the statutes data with ``bench/bench_citation_support.py``:
 claims are the sentences of the 996 reference answers of ``synthetic_qa.json``, positives
 pair a claim with its gold section, negatives with the best-ranked *other* section a hybrid
 search finds for the claim (hard) and with a random section (easy); the output in
@@ -38,6 +42,7 @@ from typing import Literal
 import numpy as np
 
 from sleuth.retrieval.embeddings import Embedder
+from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.text import latin_share, terms
 from sleuth.types import Chunk
 
@@ -45,6 +50,9 @@ LEXICAL_THRESHOLD = 0.7
 """Share of a claim's content terms that must occur in the cited section."""
 SEMANTIC_THRESHOLD = 0.65
 """Cosine similarity (all-MiniLM-L6-v2) between the claim and a chunk of the section."""
+CROSS_ENCODER_THRESHOLD = 0.5
+"""Sigmoid of the cross-encoder's logit: 0.5 is the model's own decision boundary (logit 0,
+as trained on ms-marco relevance labels), not a value fitted to sleuth's data."""
 MIN_CLAIM_TERMS = 2
 """Claims with fewer content terms ("1998.") are lexically supported only when all of them
 occur in the section."""
@@ -65,11 +73,13 @@ class Support:
     Attributes:
         source_id: the cited section.
         lexical: share of the claim's terms found in the section, in [0, 1].
-        semantic: best claim-chunk cosine in [-1, 1], or ``None`` when not computed.
+        semantic: best claim-chunk cosine in [-1, 1] (or cross-encoder probability in
+            (0, 1)), or ``None`` when not computed.
         supported: whether either score reaches its threshold (``verdict == "supported"``).
         checked: ``False`` when the claim had no content terms (nothing to test).
         verdict: ``"supported"``, ``"unsupported"``, or ``"unverifiable"`` (no content
             terms, or a script the semantic model cannot read; never supported).
+        threshold: the semantic threshold it was held to.
     """
 
     source_id: str
@@ -78,6 +88,7 @@ class Support:
     supported: bool
     checked: bool = True
     verdict: Verdict = "unsupported"
+    threshold: float = SEMANTIC_THRESHOLD
 
     def __post_init__(self) -> None:
         if self.supported and self.verdict != "supported":
@@ -101,7 +112,7 @@ class Support:
             )
         parts = [f"lexical {self.lexical:.2f} < {LEXICAL_THRESHOLD}"]
         if self.semantic is not None:
-            parts.append(f"semantic {self.semantic:.2f} < {SEMANTIC_THRESHOLD}")
+            parts.append(f"semantic {self.semantic:.2f} < {self.threshold}")
         return "the section does not support the sentence (" + ", ".join(parts) + ")"
 
 
@@ -125,6 +136,8 @@ class SupportChecker:
             embedding of ``Chunk.index_text()`` by the same model), e.g.
             :meth:`~sleuth.retrieval.search.KnowledgeBase.chunk_vectors` of the run's
             collection; chunks it does not return are embedded.
+        cross_encoder: scores semantic support instead of the embedder when given.
+        cross_encoder_threshold: see :data:`CROSS_ENCODER_THRESHOLD`.
     """
 
     def __init__(
@@ -134,8 +147,12 @@ class SupportChecker:
         semantic_threshold: float = SEMANTIC_THRESHOLD,
         multilingual: bool = False,
         stored: Callable[[list[str]], dict[str, np.ndarray]] | None = None,
+        cross_encoder: CrossEncoder | None = None,
+        cross_encoder_threshold: float = CROSS_ENCODER_THRESHOLD,
     ) -> None:
         self.embedder = embedder
+        self.cross_encoder = cross_encoder
+        self.cross_encoder_threshold = cross_encoder_threshold
         self.stored = stored
         self.lexical_threshold = lexical_threshold
         self.semantic_threshold = semantic_threshold
@@ -160,10 +177,37 @@ class SupportChecker:
             return Support(source_id, lexical, None, supported=True)
         if not self.readable(claim):
             return Support(source_id, lexical, None, supported=False, verdict="unverifiable")
+        if self.cross_encoder is not None and chunks:
+            semantic = self.relevance(claim, chunks)
+            return Support(
+                source_id,
+                lexical,
+                semantic,
+                supported=semantic >= self.cross_encoder_threshold,
+                threshold=self.cross_encoder_threshold,
+            )
         if self.embedder is None or not chunks:
             return Support(source_id, lexical, None, supported=False)
         semantic = self._semantic(claim, chunks)
-        return Support(source_id, lexical, semantic, supported=semantic >= self.semantic_threshold)
+        return Support(
+            source_id,
+            lexical,
+            semantic,
+            supported=semantic >= self.semantic_threshold,
+            threshold=self.semantic_threshold,
+        )
+
+    def relevance(self, text: str, chunks: Sequence[Chunk]) -> float:
+        """The cross-encoder's best probability, over ``chunks``, that a chunk supports or
+        answers ``text`` (sigmoid of the logit, in (0, 1)).
+
+        Raises:
+            ValueError: no cross-encoder was given.
+        """
+        if self.cross_encoder is None:
+            raise ValueError("relevance needs a cross-encoder")
+        logits = self.cross_encoder.logits(text, [c.index_text() for c in chunks])
+        return sigmoid(max(logits)) if logits else 0.0
 
     def readable(self, claim: str) -> bool:
         """Whether the semantic model can read ``claim``: always when it is multilingual,

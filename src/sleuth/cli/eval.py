@@ -45,6 +45,10 @@ def eval_run(
         str | None, typer.Option(help="Reasoner for this run (default: SLEUTH_LLM)")
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions")] = None,
+    split: Annotated[
+        str,
+        typer.Option(help="dev | test | all: the fixed half of the set (a hash of each id)"),
+    ] = "all",
     out: Annotated[
         Path | None,
         typer.Option(help="Results folder (default: eval-results/<dataset>-<mode>-<llm>-<time>)"),
@@ -95,6 +99,9 @@ def eval_run(
     mode = mode.strip().lower()
     if mode not in ("react", "guided"):
         raise common.fail(f"--mode must be react or guided, not '{mode}'", EXIT_USAGE)
+    split = split.strip().lower()
+    if split not in ("dev", "test", "all"):
+        raise common.fail(f"--split must be dev, test or all, not '{split}'", EXIT_USAGE)
     if corpus and collection is not None:
         raise common.fail(
             "--corpus and --collection exclude each other: the corpus is ingested into the "
@@ -121,10 +128,14 @@ def eval_run(
         price_output_per_mtok=price_out,
         workers=workers,
         seed=seed,
+        split=split,  # type: ignore[arg-type]
     )
     s = _eval_sleuth(llm)
     folder = _results_folder(out, data.name, mode, s.settings.llm)
-    total = min(limit or len(data.questions), len(data.questions))
+    from sleuth.eval.datasets import in_split
+
+    in_scope = len(in_split(data.questions, split))
+    total = min(limit or in_scope, in_scope)
     try:
         if as_json:
             run = run_eval(s, data, config, collection)

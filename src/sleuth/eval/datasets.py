@@ -21,9 +21,16 @@ Three sources:
   ``question`` is required (at most 4,000 characters); ``answers`` (a list of strings, or
   one string),
   ``gold_source_ids`` (a list of strings), ``id`` (default: the line number) and ``type``
-  (a label to group results by) are optional. The corpus to ingest is given with
+  (a label to group results by) are optional. A *judged* set adds ``key_facts`` (a list of
+  facts, each a list of alternative phrasings, any one of which counts), ``verdict``
+  (``"yes"`` / ``"no"`` for a yes/no question) and ``kind`` (``"out_of_scope"`` for a
+  question the corpus does not answer, which should be declined). The corpus to ingest is given with
   ``--corpus`` (files or folders), or, when the path is a folder, is that folder's
   ``corpus/`` next to its ``questions.jsonl``.
+
+Every set splits into ``dev`` and ``test`` by a hash of each question's id
+(:func:`split_of`): rules, prompts and thresholds are chosen on ``dev``, numbers are
+reported on ``test``.
 
 The built-in sets are read in place from a data root (``--data-root``, ``SLEUTH_EVAL_DATA``,
 or ``shared/data`` / ``../shared/data`` under the current directory); nothing is copied.
@@ -37,7 +44,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sleuth.errors import UserError
 from sleuth.types import MAX_QUESTION_CHARS
@@ -50,6 +57,9 @@ STATUTE_ACTS = (
     "the_consumer_protection_act_2019.json",
 )
 QUESTIONS_FILE = "questions.jsonl"
+SPLITS = ("dev", "test", "all")
+Split = Literal["dev", "test", "all"]
+VERDICTS = ("yes", "no")
 CORPUS_DIR = "corpus"
 
 
@@ -63,6 +73,10 @@ class EvalQuestion:
         answers: gold answers (any one counts); empty when only retrieval is judged.
         gold_source_ids: the source ids that hold the answer; empty when unknown.
         type: a label to group results by (HotpotQA: ``bridge`` / ``comparison``).
+        key_facts: facts a correct answer states, each a tuple of alternative phrasings
+            (any one counts); empty when the set is not judged.
+        verdict: ``"yes"`` or ``"no"`` for a yes/no question of a judged set, else ``None``.
+        out_of_scope: the corpus does not answer the question: it should be declined.
     """
 
     id: str
@@ -70,6 +84,32 @@ class EvalQuestion:
     answers: tuple[str, ...] = ()
     gold_source_ids: tuple[str, ...] = ()
     type: str = ""
+    key_facts: tuple[tuple[str, ...], ...] = ()
+    verdict: str | None = None
+    out_of_scope: bool = False
+
+    @property
+    def split(self) -> Literal["dev", "test"]:
+        """This question's split (:func:`split_of` of its id)."""
+        return split_of(self.id)
+
+
+def split_of(question_id: str) -> Literal["dev", "test"]:
+    """The fixed split of a question: ``test`` when the first byte of the SHA-256 of its id
+    (UTF-8) is odd, else ``dev`` — about half each, stable across runs, machines and
+    question order, and independent of the question's text."""
+    return "test" if hashlib.sha256(question_id.encode("utf-8")).digest()[0] & 1 else "dev"
+
+
+def in_split(questions: Sequence[EvalQuestion], split: str) -> list[EvalQuestion]:
+    """The questions of ``split`` (``dev``, ``test`` or ``all``), in their order.
+
+    Raises:
+        UserError: an unknown split name.
+    """
+    if split not in SPLITS:
+        raise UserError(f"unknown split '{split}': use dev, test or all")
+    return [q for q in questions if split == "all" or q.split == split]
 
 
 @dataclass(frozen=True)
@@ -264,6 +304,18 @@ def _strings(value: Any, where: str, name: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value if v.strip())
 
 
+def _key_facts(value: Any, where: str) -> tuple[tuple[str, ...], ...]:
+    """``key_facts``: a list of facts, each a list of alternative phrasings (or one string)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise UserError(f"{where}: field 'key_facts' must be a list of lists of strings")
+    facts = tuple(_strings(fact, where, "key_facts") for fact in value)
+    if any(not fact for fact in facts):
+        raise UserError(f"{where}: field 'key_facts' holds an empty fact")
+    return facts
+
+
 def load_jsonl(path: Path, corpus: Sequence[Path] = ()) -> EvalDataset:
     """A dataset in the generic JSONL format (module docstring).
 
@@ -321,6 +373,12 @@ def load_jsonl(path: Path, corpus: Sequence[Path] = ()) -> EvalDataset:
         label = item.get("type", "")
         if not isinstance(label, str):
             raise UserError(f"{where}: field 'type' must be a string")
+        verdict = item.get("verdict")
+        if verdict is not None and verdict not in VERDICTS:
+            raise UserError(f"{where}: field 'verdict' must be \"yes\", \"no\" or null")
+        kind = item.get("kind", "in_corpus")
+        if kind not in ("in_corpus", "out_of_scope"):
+            raise UserError(f"{where}: field 'kind' must be \"in_corpus\" or \"out_of_scope\"")
         questions.append(
             EvalQuestion(
                 id=qid,
@@ -328,6 +386,9 @@ def load_jsonl(path: Path, corpus: Sequence[Path] = ()) -> EvalDataset:
                 answers=_strings(item.get("answers"), where, "answers"),
                 gold_source_ids=_strings(item.get("gold_source_ids"), where, "gold_source_ids"),
                 type=label,
+                key_facts=_key_facts(item.get("key_facts"), where),
+                verdict=verdict,
+                out_of_scope=kind == "out_of_scope",
             )
         )
     if not questions:

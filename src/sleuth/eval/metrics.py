@@ -10,6 +10,9 @@ paragraph title) and on plain strings; nothing runs a model.
   (lower-case, drop punctuation, the articles a/an/the and extra whitespace; Rajpurkar et al.
   2016, Yang et al. 2018, the official ``hotpot_evaluate_v1.py``), best over the gold answers.
 - Citations: precision and recall of the cited source ids against the gold ids.
+- Judged answers (long-form): the share of a question's key facts the answer states (each
+  fact a set of alternative phrasings, matched on word boundaries after normalisation), the
+  yes/no verdict the answer opens with, and whether the answer ends mid-sentence.
 - CRAG calibration: each verdict of the guided evaluator against whether the gold sections
   were in the evidence it judged (Yan et al. 2024, *Corrective Retrieval Augmented
   Generation*).
@@ -101,6 +104,38 @@ def answer_contains(prediction: str, answers: Sequence[str]) -> float:
     prediction (the lenient "answer recall" used for long-form answers), else 0.0."""
     predicted = f" {normalize_answer(prediction)} "
     return float(any(n and f" {n} " in predicted for n in map(normalize_answer, answers)))
+
+
+_VERDICT = re.compile(r"^\W*(yes|no)\b", re.I)
+_COMPLETE_END = re.compile(r"[.!?…][\"')\]]*$")
+
+
+def key_fact_share(prediction: str, facts: Sequence[Sequence[str]]) -> float | None:
+    """The share of ``facts`` the prediction states: a fact counts when one of its
+    alternative phrasings occurs, on word boundaries, in the normalised prediction
+    (:func:`normalize_answer`, citation markers removed); ``None`` without facts."""
+    if not facts:
+        return None
+    predicted = f" {normalize_answer(strip_citations(prediction))} "
+    found = sum(
+        any((n := normalize_answer(a)) and f" {n} " in predicted for a in fact) for fact in facts
+    )
+    return found / len(facts)
+
+
+def stated_verdict(prediction: str) -> str | None:
+    """``"yes"`` or ``"no"`` when the answer opens with one ("No. A confession …"), else
+    ``None``."""
+    match = _VERDICT.match(strip_citations(prediction))
+    return match.group(1).lower() if match else None
+
+
+def ends_mid_sentence(prediction: str) -> bool:
+    """Whether the answer, citation markers removed, stops without closing its last sentence
+    (no final ``.``, ``!``, ``?`` or ``…``, optionally followed by closing quotes or
+    brackets): the mark of an answer cut by an output budget."""
+    text = strip_citations(prediction).rstrip()
+    return bool(text) and not _COMPLETE_END.search(text)
 
 
 def citation_scores(cited: Sequence[str], gold: set[str]) -> tuple[float | None, float | None]:

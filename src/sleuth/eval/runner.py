@@ -18,20 +18,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sleuth.errors import UserError
-from sleuth.eval.datasets import EvalDataset, EvalQuestion
+from sleuth.eval.datasets import EvalDataset, EvalQuestion, Split, in_split
 from sleuth.eval.metrics import (
     CragCalibration,
     all_in,
     answer_contains,
     citation_scores,
     distinct,
+    ends_mid_sentence,
     exact_match,
     f1_score,
+    key_fact_share,
     mean,
     percentile,
     recall_at,
     reciprocal_rank,
     repeated_calls,
+    stated_verdict,
     strip_citations,
 )
 
@@ -66,6 +69,8 @@ class EvalConfig:
             waiting, and makes each run's latency include contention).
         seed: shuffle the questions with this seed before ``limit`` (a random sample);
             ``None`` keeps the file order.
+        split: ``dev``, ``test`` or ``all`` (:func:`~sleuth.eval.datasets.split_of`);
+            taken before ``seed`` and ``limit``.
     """
 
     mode: str = "react"
@@ -77,6 +82,7 @@ class EvalConfig:
     price_output_per_mtok: float | None = None
     workers: int = 1
     seed: int | None = None
+    split: Split = "all"
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -141,8 +147,12 @@ def score_run(
     reflections = agentic.get("reflection") or []
     tokens = {k: v for k, v in (trace.get("token_usage") or {}).items() if isinstance(v, int)}
     crag = agentic.get("crag") or []
+    facts = key_fact_share(answer_text, question.key_facts)
+    verdict = stated_verdict(answer_text)
+    all_gold = all_in(retrieved, gold) if gold else None
     record: dict[str, Any] = {
         "id": question.id,
+        "split": question.split,
         "question": question.question,
         "type": question.type,
         "gold_source_ids": list(question.gold_source_ids),
@@ -154,7 +164,7 @@ def score_run(
         "retrieved": retrieved,
         "recall_at": {str(k): recall_at(retrieved, gold, k) for k in KS} if gold else None,
         "all_gold_at": {str(k): all_in(retrieved[:k], gold) for k in KS} if gold else None,
-        "all_gold_retrieved": all_in(retrieved, gold) if gold else None,
+        "all_gold_retrieved": all_gold,
         "mrr": reciprocal_rank(retrieved, gold) if gold else None,
         # an insufficient-context answer is not a prediction of the gold answer
         **{
@@ -172,6 +182,14 @@ def score_run(
         },
         "short_answer": short,
         "answer_source": trace.get("answer_source"),
+        # judged sets: key facts stated, the yes/no verdict, declines that had the gold
+        "key_facts": (0.0 if insufficient else facts) if facts is not None else None,
+        "verdict": verdict,
+        "verdict_correct": (verdict == question.verdict) if question.verdict else None,
+        "out_of_scope": question.out_of_scope,
+        "gold_cited": bool(gold & set(cited)) if gold else None,
+        "declined_with_gold": (insufficient and bool(all_gold)) if gold else None,
+        "ends_mid_sentence": ends_mid_sentence(answer_text),
         "queries": [
             str(c.get("arguments", {}).get("query"))
             for c in response.tool_calls
@@ -213,16 +231,54 @@ def _status_error(response: Any) -> str | None:
 
 def _answer_sources(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Shares of ``answer_source`` among the runs whose answer a model wrote, and
-    ``model_answer_kept`` (kept or repaired: the model's own words reached the user)."""
+    ``model_answer_kept``: kept or repaired *and* not turned into a decline — the model's
+    own answer reached the user (a model's text replaced by "Insufficient context" is not
+    kept)."""
     written = [r for r in records if r.get("answer_source") in ("model", "repaired", "replaced")]
     if not written:
         return {"model_answers": 0, "model_answer_kept": None}
     counts = Counter(r["answer_source"] for r in written)
+    kept = sum(
+        1
+        for r in written
+        if r["answer_source"] in ("model", "repaired") and not r["insufficient_context"]
+    )
     return {
         "model_answers": len(written),
-        "model_answer_kept": (counts["model"] + counts["repaired"]) / len(written),
+        "model_answer_kept": kept / len(written),
         "answer_sources": {k: counts[k] / len(written) for k in ("model", "repaired", "replaced")},
     }
+
+
+def _judged(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The judged-set measures (records of questions with key facts, a verdict or marked
+    out of scope): key facts stated, all key facts stated, gold cited, no ungrounded
+    sentence, yes/no verdicts correct, declines with the gold retrieved, out-of-scope
+    questions declined, and answers cut mid-sentence (over every run)."""
+    in_corpus = [r for r in records if r.get("key_facts") is not None]
+    verdicts = [r for r in records if r.get("verdict_correct") is not None]
+    outside = [r for r in records if r.get("out_of_scope")]
+    answered = [r for r in records if not r["insufficient_context"] and r["status"] != "error"]
+    out: dict[str, Any] = {
+        "mid_sentence": _share(answered, "ends_mid_sentence") if answered else None,
+    }
+    if in_corpus:
+        out["judged"] = {
+            "questions": len(in_corpus),
+            "key_facts": _share(in_corpus, "key_facts"),
+            "all_key_facts": mean(float(r["key_facts"] == 1.0) for r in in_corpus),
+            "gold_cited": _share(in_corpus, "gold_cited"),
+            "no_ungrounded": mean(float(r["ungrounded_sentences"] == 0) for r in in_corpus),
+            "declined_with_gold": _share(in_corpus, "declined_with_gold"),
+            "verdicts": len(verdicts),
+            "verdict_correct": _share(verdicts, "verdict_correct") if verdicts else None,
+        }
+    if outside:
+        out["out_of_scope"] = {
+            "questions": len(outside),
+            "declined": _share(outside, "insufficient_context"),
+        }
+    return out
 
 
 def _share(records: Sequence[dict[str, Any]], key: str) -> float | None:
@@ -310,6 +366,7 @@ def summarize(
             # of the runs whose answer a model wrote: kept as written / with citations
             # attached or after a repair round / replaced by the extractive answer
             **_answer_sources(records),
+            **_judged(records),
         },
         "citations": {
             "runs_with_citations": sum(1 for r in records if r["cited"]),
@@ -481,7 +538,7 @@ def run_eval(
     if config.mode not in ("react", "guided"):
         raise UserError(f"unknown mode '{config.mode}': use 'react' or 'guided'")
     name = collection or dataset.collection
-    questions = list(dataset.questions)
+    questions = in_split(dataset.questions, config.split)
     if config.seed is not None:
         random.Random(config.seed).shuffle(questions)
     questions = questions[: config.limit] if config.limit else questions
@@ -560,6 +617,7 @@ def run_eval(
             "use_memory": config.use_memory,
             "limit": config.limit,
             "seed": config.seed,
+            "split": config.split,
             "workers": config.workers,
             "planner": settings.planner,
             "reflection": settings.reflection,

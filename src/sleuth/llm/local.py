@@ -455,10 +455,17 @@ class LlamaCppChatModel(BaseChatModel):
 
         names = [tool["function"]["name"] for tool in tools]
         stop_at_json = bool(names) and forced is None
+        # a per-call budget (``model.bind(max_tokens=n)``) below the model's own cap
+        budget = min(int(kwargs.get("max_tokens") or self.max_tokens), self.max_tokens)
         with lock:
             chat = self._fit_context(llama, chat)
             raw, finish_reason, output_tokens = self._stream_text(
-                llama, chat, grammar=grammar, stop=stop, stop_at_json=stop_at_json
+                llama,
+                chat,
+                grammar=grammar,
+                stop=stop,
+                stop_at_json=stop_at_json,
+                max_tokens=budget,
             )
             input_tokens = max(int(getattr(llama, "n_tokens", 0)) - output_tokens, 0)
         if names:
@@ -490,6 +497,7 @@ class LlamaCppChatModel(BaseChatModel):
         grammar: Any,
         stop: list[str] | None,
         stop_at_json: bool,
+        max_tokens: int | None = None,
     ) -> tuple[str, str | None, int]:
         """Generate, stopping early on timeout or after a complete leading JSON object.
 
@@ -501,7 +509,7 @@ class LlamaCppChatModel(BaseChatModel):
         stream = llama.create_chat_completion(
             messages=chat,
             temperature=self.temperature,
-            max_tokens=self.max_tokens,
+            max_tokens=max_tokens or self.max_tokens,
             repeat_penalty=self.repeat_penalty,
             stop=stop or [],
             seed=self.seed,

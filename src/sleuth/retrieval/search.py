@@ -18,6 +18,7 @@ from sleuth.errors import EmbeddingModelMismatch, UserError
 from sleuth.ingest.references import SOURCE_ID_TOKEN, SectionLookup, extract_references
 from sleuth.retrieval.embeddings import Embedder, get_embedder
 from sleuth.retrieval.mentions import TitleMentions
+from sleuth.retrieval.rerank import CrossEncoder, shared_cross_encoder, sigmoid
 from sleuth.store.catalog import Catalog, check_backend, validate_collection_name
 from sleuth.store.factory import open_index
 from sleuth.store.index import Index
@@ -64,6 +65,22 @@ class KnowledgeBase:
         self._lock = threading.RLock()
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._vectors_lock = threading.Lock()
+        self._cross_encoder: CrossEncoder | None = None
+
+    @property
+    def cross_encoder(self) -> CrossEncoder | None:
+        """The packaged cross-encoder (:mod:`sleuth.retrieval.rerank`) when
+        ``settings.rerank`` is on, loaded on first use; ``None`` when it is off.
+
+        Raises:
+            ConfigError: reranking is on and the model cannot be loaded.
+        """
+        if not self.settings.rerank:
+            return None
+        with self._lock:
+            if self._cross_encoder is None:
+                self._cross_encoder = shared_cross_encoder()
+            return self._cross_encoder
 
     @property
     def embedder(self) -> Embedder:
@@ -164,8 +181,10 @@ class KnowledgeBase:
     ) -> list[Hit]:
         """Top-``k`` chunks for ``query``: BM25, dense, or hybrid.
 
-        Hybrid is RRF fusion of BM25 and dense (see :func:`sleuth.store.index.rrf_fuse`),
-        preceded by the sections the query names explicitly ("section 26 of the Bharatiya
+        Hybrid is RRF fusion of BM25 and dense (see :func:`sleuth.store.index.rrf_fuse`);
+        with ``settings.rerank`` the first ``max(k, settings.rerank_candidates)`` fused chunks
+        are reordered by the cross-encoder (:mod:`sleuth.retrieval.rerank`; their score is
+        then its sigmoid, in (0, 1)). Both are preceded by the sections the query names explicitly ("section 26 of the Bharatiya
         Nagarik Suraksha Sanhita", "See section Naming and binding"): a user who names a
         section wants that section, which neither ranking reliably puts first. Those hits
         carry score 1.0 (above any RRF score, which is at most 2/61).
@@ -181,7 +200,18 @@ class KnowledgeBase:
         vector = self._query_vector(collection, index, query)
         if mode == "dense":
             return index.search_dense(vector, k, doc_ids)
-        fused = index.search_hybrid(query, vector, k, doc_ids)
+        reranker = self.cross_encoder
+        if reranker is None:
+            fused = index.search_hybrid(query, vector, k, doc_ids)
+        else:
+            pool = index.search_hybrid(
+                query, vector, max(k, self.settings.rerank_candidates), doc_ids
+            )
+            order = reranker.rerank(query, [h.chunk.index_text() for h in pool])
+            fused = [
+                pool[i].model_copy(update={"score": sigmoid(logit), "rank": rank})
+                for rank, (i, logit) in enumerate(order[:k], 1)
+            ]
         named = self._named_sections(collection, query, doc_ids)
         if not named:
             return fused

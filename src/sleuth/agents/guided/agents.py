@@ -33,7 +33,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import ValidationError
 
 from sleuth.agents.answer import AnswerDraft
-from sleuth.agents.drafting import draft_from_text
+from sleuth.agents.drafting import draft_from_long_text, draft_from_text
+from sleuth.agents.reader import OUTPUT_TOKENS, POINTS, answer_kind
 from sleuth.agents.guided.schemas import (
     CompressedPassage,
     Compression,
@@ -756,12 +757,22 @@ def generation_messages(
 ) -> list[BaseMessage]:
     """The generator's prompt: instructions, then the numbered evidence, then the question.
 
-    The evidence comes before the question so that a model server's prompt cache can reuse it
-    for the repair round.
+    A ``fact`` question (:func:`~sleuth.agents.reader.answer_kind`) gets the ``Facts: /
+    Answer:`` prompt (``guided_answer``); every other kind the long form
+    (``guided_answer_long``): the direct answer first (a yes/no question's opening with Yes
+    or No), then the supporting points with their evidence numbers, the rule's conditions
+    and exceptions included. The evidence comes before the question so that a model
+    server's prompt cache can reuse it for the repair round.
     """
     body = format_evidence(evidence, GENERATION_EVIDENCE_CHARS, GENERATION_SECTIONS)
     parts = [f"Evidence:\n{body}", *notes, f"Question: {question}"]
-    return _messages("guided_answer", "\n\n".join(parts))
+    kind = answer_kind(question)
+    if kind == "fact":
+        return _messages("guided_answer", "\n\n".join(parts))
+    verdict = ", beginning with Yes or No" if kind == "yes_no" else ""
+    return _messages(
+        "guided_answer_long", "\n\n".join(parts), verdict=verdict, points=POINTS[kind]
+    )
 
 
 def generate_draft(
@@ -784,15 +795,18 @@ def generate_draft(
     """
     if model is None:
         return StructuredResult(value=fallback(), path="fallback")
+    kind = answer_kind(question)
     try:
-        reply = model.invoke(generation_messages(question, evidence, notes))
+        reply = with_budget(model, OUTPUT_TOKENS[kind]).invoke(
+            generation_messages(question, evidence, notes)
+        )
     except Exception as exc:
         return StructuredResult(
             value=fallback(), path="fallback", errors=[f"{type(exc).__name__}: {exc}"]
         )
     if usage is not None and getattr(reply, "usage_metadata", None):
         usage(dict(reply.usage_metadata))
-    result = read_answer_reply(reply, fallback)
+    result = read_answer_reply(reply, fallback, long_form=kind != "fact")
     if result.path == "llm":
         result.value = explained_draft(question, result.value, evidence)
     return result
@@ -877,11 +891,27 @@ def explain_from_evidence(
 _ONLY_MARKERS = re.compile(r"^[\s,;.]*(?:\[[^\]]+\][\s,;.]*)*$")
 
 
+def with_budget(model: BaseChatModel, tokens: int) -> Any:
+    """``model`` held to at most ``tokens`` output tokens for one call (``bind``)."""
+    try:
+        return model.bind(max_tokens=tokens)
+    except Exception:  # a model double without bind
+        return model
+
+
+def was_cut(reply: Any) -> bool:
+    """Whether a model reply stopped at its token budget (``finish_reason`` ``length``)."""
+    meta = getattr(reply, "response_metadata", None) or {}
+    return meta.get("finish_reason") == "length"
+
+
 def read_answer_reply(
-    reply: Any, fallback: Callable[[], AnswerDraft]
+    reply: Any, fallback: Callable[[], AnswerDraft], long_form: bool = False
 ) -> StructuredResult[AnswerDraft]:
     """An answer draft from a model reply: plain text, or a ``final_answer``-style call
-    (read with the LLM layer's normaliser); the fallback when neither gives one."""
+    (read with the LLM layer's normaliser); the fallback when neither gives one. With
+    ``long_form`` the text is read by :func:`~sleuth.agents.drafting.draft_from_long_text`
+    (cut back to its last complete sentence when the budget stopped it)."""
     parsed = ToolCallNormalizer({"final_answer": json_parameters(AnswerDraft)}).normalize(reply)
     draft: AnswerDraft | None = None
     errors: list[str] = [e.message for e in parsed.errors]
@@ -891,7 +921,10 @@ def read_answer_reply(
         except ValidationError as exc:
             errors.append(f"invalid final_answer arguments: {exc.errors()[0]['msg']}")
     if draft is None and not parsed.calls:
-        draft = draft_from_text(parsed.text)
+        if long_form:
+            draft = draft_from_long_text(parsed.text, cut=was_cut(reply))
+        else:
+            draft = draft_from_text(parsed.text)
     if draft is None:
         return StructuredResult(value=fallback(), path="fallback", errors=errors or ["empty reply"])
     return StructuredResult(value=draft, path="llm", errors=errors)

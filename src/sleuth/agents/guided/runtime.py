@@ -70,6 +70,7 @@ from sleuth.agents.events import (
     ToolResultEvent,
 )
 from sleuth.agents.finish import finish_answer
+from sleuth.agents.reader import answer_kind
 from sleuth.agents.guided.agents import (
     EvidenceSection,
     approx_tokens,
@@ -1102,7 +1103,9 @@ def _repair(rt: _Run) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
         finally:
             rt.timed("repair", started)
         rt.usage_for("repair")(dict(getattr(reply, "usage_metadata", None) or {}))
-        result = read_answer_reply(reply, lambda: draft)
+        result = read_answer_reply(
+            reply, lambda: draft, long_form=answer_kind(question) != "fact"
+        )
         return explained_draft(question, result.value, evidence) if result.from_model else None
 
     return run

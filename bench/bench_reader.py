@@ -1,0 +1,175 @@
+"""The reader on the judged statute set: answers with a model against answers without one.
+
+``bench/data/statutes_judged.jsonl`` holds natural questions written from the BNS, BNSS and
+BSA (no section title in them), each with its gold sections and 1–3 key facts (each a set of
+alternative phrasings), the verdict of the yes/no ones, plus questions the three acts do not
+answer (``kind: out_of_scope``). Every run is scored automatically:
+
+- key facts: the share of a question's key facts the answer states (a decline scores 0);
+- gold cited: a gold section among the answer's citations;
+- no ungrounded: no answer sentence left without a supporting citation;
+- declined with gold: a decline although every gold section was retrieved;
+- verdict correct: the answer opens with the right Yes/No (yes/no questions);
+- mid-sentence: an answer that stops without closing its last sentence (every run);
+- out of scope declined.
+
+Each configuration (``heuristic``: no model; ``local``: the bundled Qwen2.5-Coder-1.5B in
+process; any ``SLEUTH_LLM`` value) runs in ``guided`` and/or ``react`` mode over one split
+(``dev`` to tune on, ``test`` to report; :func:`sleuth.eval.datasets.split_of`), with the
+cross-encoder reranker on or off. Per-question records go to
+``bench/results/reader-<llm>-<mode>-<split>[-norerank].jsonl`` (one JSON object per line;
+the first line is the run's metadata), from which ``bench/results_tables.py`` builds the
+tables in bench/README.md. Run it alone: the local model needs both cores.
+
+    python bench/bench_reader.py --split dev --llm heuristic local --modes guided
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    REPO,
+    bench_settings,
+    data_dir,
+    load_average,
+    print_header,
+    statute_paths,
+    ACTS_3,
+)
+
+JUDGED = REPO / "bench" / "data" / "statutes_judged.jsonl"
+RESULTS = REPO / "bench" / "results"
+KEEP = (
+    "id",
+    "split",
+    "status",
+    "answer",
+    "cited",
+    "gold_source_ids",
+    "key_facts",
+    "verdict",
+    "verdict_correct",
+    "gold_cited",
+    "declined_with_gold",
+    "all_gold_retrieved",
+    "ends_mid_sentence",
+    "ungrounded_sentences",
+    "insufficient_context",
+    "out_of_scope",
+    "answer_source",
+    "latency_s",
+    "tokens",
+)
+
+
+def commit() -> str:
+    """The repository's HEAD commit, with ``+dirty`` when the tree has changes."""
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return head + ("+dirty" if dirty else "")
+
+
+def compact(record: dict[str, Any], kinds: dict[str, str]) -> dict[str, Any]:
+    """The fields of a run record the tables read, plus the question's answer type."""
+    row = {k: record.get(k) for k in KEEP}
+    row["answer_type"] = kinds.get(record["id"], "")
+    row["retrieved"] = record.get("retrieved", [])[:10]
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--split", choices=("dev", "test", "all"), default="dev")
+    parser.add_argument("--llm", nargs="+", default=["heuristic", "local"])
+    parser.add_argument("--modes", nargs="+", default=["guided"], choices=("guided", "react"))
+    parser.add_argument("--no-rerank", action="store_true", help="turn the reranker off")
+    parser.add_argument("--limit", type=int, help="first N questions of the split")
+    parser.add_argument("--data-dir", help="keep the index here (default: a temp dir)")
+    parser.add_argument("--out", default=str(RESULTS), help="folder for the JSONL records")
+    args = parser.parse_args()
+
+    from sleuth.app import Sleuth
+    from sleuth.eval.datasets import load_jsonl
+    from sleuth.eval.runner import EvalConfig, prepare_collection, run_eval
+    from sleuth.llm import testing
+
+    testing.ALLOW_MODEL_REQUESTS = True
+    dataset = load_jsonl(JUDGED, statute_paths(ACTS_3))
+    kinds = {
+        str(item["id"]): item.get("answer_type", "")
+        for item in map(json.loads, JUDGED.read_text(encoding="utf-8").splitlines())
+    }
+    rev = commit()
+    print_header(
+        "bench_reader",
+        [
+            ("split", args.split),
+            ("rerank", str(not args.no_rerank)),
+            ("commit", rev),
+        ],
+    )
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with data_dir(args.data_dir, "sleuth-reader-") as ddir:
+        for llm in args.llm:
+            settings = bench_settings(ddir).model_copy(
+                update={"llm": llm, "rerank": not args.no_rerank}
+            )
+            app = Sleuth(settings)
+            prepared = prepare_collection(app, dataset)
+            for mode in args.modes:
+                config = EvalConfig(mode=mode, split=args.split, limit=args.limit)
+                t0 = time.perf_counter()
+                run = run_eval(app, dataset, config, prepared=prepared)
+                name = f"reader-{llm.replace(':', '_')}-{mode}-{args.split}"
+                name += "-norerank" if args.no_rerank else ""
+                path = out_dir / f"{name}.jsonl"
+                meta = {
+                    "meta": True,
+                    "llm": llm,
+                    "mode": mode,
+                    "split": args.split,
+                    "rerank": not args.no_rerank,
+                    "commit": rev,
+                    "questions": len(run.records),
+                    "load_average_end": load_average(),
+                    "wall_s": round(time.perf_counter() - t0, 1),
+                }
+                lines = [meta, *(compact(r, kinds) for r in run.records)]
+                path.write_text(
+                    "".join(json.dumps(x, ensure_ascii=False, default=str) + "\n" for x in lines),
+                    encoding="utf-8",
+                )
+                answer = run.summary["answer"]
+                print(
+                    f"{llm} {mode}: {len(run.records)} runs in {meta['wall_s']} s -> {path}\n"
+                    + json.dumps(
+                        {
+                            k: answer.get(k)
+                            for k in ("judged", "out_of_scope", "mid_sentence", "model_answer_kept")
+                        },
+                        indent=1,
+                    ),
+                    flush=True,
+                )
+            app.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Tables from the committed per-question records in ``bench/results/``.
+
+Every number the README and bench/README report for the reader comes from here: this script
+reads each ``bench/results/reader-*.jsonl`` (first line: the run's metadata; then one record
+per question, written by ``bench/bench_reader.py``), aggregates it, and prints Markdown.
+With ``--write`` it replaces the block between ``<!-- reader-results:begin -->`` and
+``<!-- reader-results:end -->`` in bench/README.md (no hand-pasted numbers).
+
+    python bench/results_tables.py            # print
+    python bench/results_tables.py --write    # regenerate bench/README.md's block
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+README = REPO / "bench" / "README.md"
+BEGIN, END = "<!-- reader-results:begin -->", "<!-- reader-results:end -->"
+
+
+def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(metadata, records)`` of one results file."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    meta = rows[0] if rows and rows[0].get("meta") else {}
+    return meta, [r for r in rows if not r.get("meta")]
+
+
+def share(rows: Sequence[dict[str, Any]], key: str) -> float | None:
+    """Mean of ``key`` over the rows where it is set (booleans as 0/1)."""
+    values = [float(r[key]) for r in rows if r.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def measures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The judged-set measures of one run (module docstring of bench_reader.py)."""
+    inside = [r for r in records if not r.get("out_of_scope")]
+    outside = [r for r in records if r.get("out_of_scope")]
+    answered = [r for r in records if not r["insufficient_context"] and r["status"] != "error"]
+    latencies = [r["latency_s"] for r in records]
+    return {
+        "questions": f"{len(inside)} + {len(outside)}",
+        "key facts": share(inside, "key_facts"),
+        "gold cited": share(inside, "gold_cited"),
+        "no ungrounded": (
+            sum(r["ungrounded_sentences"] == 0 for r in inside) / len(inside) if inside else None
+        ),
+        "declined w/ gold": share(inside, "declined_with_gold"),
+        "verdict correct": share(inside, "verdict_correct"),
+        "out of scope declined": share(outside, "insufficient_context"),
+        "mid-sentence": share(answered, "ends_mid_sentence"),
+        "p50 s": statistics.median(latencies) if latencies else None,
+        "p95 s": (
+            sorted(latencies)[max(0, round(0.95 * len(latencies)) - 1)] if latencies else None
+        ),
+    }
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.2f}" if value < 10 else f"{value:.0f}"
+    return str(value)
+
+
+def reader_table(files: Sequence[Path]) -> str:
+    """One Markdown row per results file, grouped by split."""
+    rows = []
+    for path in files:
+        meta, records = load(path)
+        if not records:
+            continue
+        row = measures(records)
+        rows.append(
+            (
+                meta.get("split", "?"),
+                meta.get("llm", "?"),
+                meta.get("mode", "?"),
+                "on" if meta.get("rerank", True) else "off",
+                meta.get("commit", "?"),
+                row,
+            )
+        )
+    if not rows:
+        return "(no results)"
+    keys = list(rows[0][5])
+    head = ["split", "llm", "mode", "rerank", "commit", *keys]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for split, llm, mode, rerank, rev, row in sorted(rows, key=lambda r: r[:4]):
+        values = [split, llm, mode, rerank, f"`{rev}`", *(cell(row[k]) for k in keys)]
+        lines.append("| " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help="update bench/README.md")
+    args = parser.parse_args()
+    files = sorted(RESULTS.glob("reader-*.jsonl"))
+    block = (
+        "Judged statute set (`bench/data/statutes_judged.jsonl`), from `bench/results/"
+        "reader-*.jsonl` by `bench/results_tables.py`:\n\n" + reader_table(files)
+    )
+    print(block)
+    if args.write:
+        text = README.read_text(encoding="utf-8")
+        if BEGIN in text and END in text:
+            head, rest = text.split(BEGIN, 1)
+            tail = rest.split(END, 1)[1]
+            text = f"{head}{BEGIN}\n{block}\n{END}{tail}"
+        else:
+            text = f"{text.rstrip()}\n\n## Reader (judged statute set)\n\n{BEGIN}\n{block}\n{END}\n"
+        README.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The reader's answer types: what shape an answer takes, its output budget, whole sentences.
+
+A question asks for one of five kinds of answer (:data:`AnswerKind`), read from its form:
+
+* ``yes_no`` — opens with an auxiliary or modal verb and offers no choice ("Can police …?");
+* ``procedure`` — asks how to do something or for the steps or procedure;
+* ``list`` — asks for the kinds, types, conditions, grounds, exceptions … of something;
+* ``fact`` — asks who, when, where, which, how many / long / much, or for a name, a term, a
+  punishment, an amount;
+* ``explanation`` — anything else ("What does the law say about …", "Why …", "Explain …").
+
+Each kind gets an output budget (:data:`OUTPUT_TOKENS`, tokens the model may write, and
+:data:`POINTS`, the supporting points the prompt asks for). A model's reply is cut back to its
+last complete sentence (:func:`complete_sentences`) — the budget never leaves half a sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+AnswerKind = Literal["fact", "yes_no", "explanation", "list", "procedure"]
+OUTPUT_TOKENS: dict[AnswerKind, int] = {
+    "fact": 160,
+    "yes_no": 200,
+    "explanation": 260,
+    "list": 300,
+    "procedure": 300,
+}
+"""Tokens the reader may write per answer kind: a sentence of law is ~30–45 tokens with its
+citation marker, so each budget holds the answer sentence and the points :data:`POINTS` asks
+for with room to spare (a small local model writes ~8 tokens/s on 2 cores: the budget is also
+the reader's worst-case time)."""
+POINTS: dict[AnswerKind, str] = {
+    "fact": "one or two",
+    "yes_no": "one or two",
+    "explanation": "two or three",
+    "list": "one per item (at most five)",
+    "procedure": "one per step (at most five)",
+}
+"""How many supporting points the long-form prompt asks for, per kind."""
+
+_AUX = (
+    r"am|is|are|was|were|do|does|did|can|could|may|might|must|shall|should|will|would|"
+    r"has|have|had|need"
+)
+_YES_NO = re.compile(rf"^\s*(?:{_AUX})(?:n't)?\b", re.I)
+_CHOICE = re.compile(r"\b(?:or|whether)\b", re.I)
+_WH = re.compile(r"\b(?:what|which|who|whom|whose|when|where|why|how)\b", re.I)
+_PROCEDURE = re.compile(r"\bhow (?:do|does|can|should|would|to)\b|\b(?:steps?|procedure)\b", re.I)
+_LIST = re.compile(
+    r"\b(?:what|which)\s+(?:are|were)\b|\b(?:kinds?|types?|grounds|conditions|exceptions|"
+    r"cases|circumstances|list)\b",
+    re.I,
+)
+_FACT = re.compile(
+    r"^\s*(?:who|whom|whose|when|where|which)\b|\bhow (?:many|much|long|old|far|soon)\b|"
+    r"\bwhat\s+(?:is|are|was)\s+the\s+(?:name|punishment|penalty|term|age|amount|limit|"
+    r"period|fine|date|year)\b|^\s*(?:what|which)\s+\w+\s+(?:is|was|did|does)\b",
+    re.I,
+)
+_LAST_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+_SENTENCE_END = re.compile(r"[.!?…](?:[\"')\]]|\s*\[[^\[\]\n]{1,80}\])*")
+_TRAILING_MARKERS = re.compile(r"(?:\s*\[[^\[\]\n]{1,80}\])+\s*$")
+
+
+def answer_kind(question: str) -> AnswerKind:
+    """The kind of answer ``question`` asks for (module docstring); the last sentence of a
+    question with a preamble ("My bike was taken. Can I …?") is read."""
+    q = " ".join(question.split())
+    last = _LAST_SENTENCE.split(q)[-1]
+    if _YES_NO.match(last) and not _CHOICE.search(last) and not _WH.search(last):
+        return "yes_no"
+    if _PROCEDURE.search(last):
+        return "procedure"
+    if _LIST.search(last):
+        return "list"
+    if _FACT.search(last):
+        return "fact"
+    return "explanation"
+
+
+def complete_sentences(text: str, cut: bool = False) -> str:
+    """``text`` cut back to the end of its last complete sentence (a ``.``, ``!``, ``?`` or
+    ``…``, with any closing quotes, brackets and citation markers after it), so that an
+    answer stopped by its token budget never ends mid-sentence. Text that already ends a
+    sentence is returned as it is. Text with no complete sentence at all is ``""`` when
+    ``cut`` (the model was stopped by its budget: what it wrote is a fragment), else it is
+    closed with a period (a model that simply left the period off).
+
+    Lines are kept: a list whose last item has no period is closed with one, unless the
+    budget cut it and an earlier line is complete (then it is dropped).
+    """
+    text = text.rstrip()
+    if not text:
+        return ""
+    body = _TRAILING_MARKERS.sub("", text).rstrip()
+    if body and body[-1] in ".!?…\"')]":
+        return text
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    last_line = text.rsplit("\n", 1)[-1].lstrip()
+    if last_line[:1] in ("-", "*", "•") or re.match(r"\d{1,2}[.)]\s", last_line):
+        # a list item the budget cut: drop it when an earlier line ended, else close it
+        head = text.rsplit("\n", 1)[0] if "\n" in text else ""
+        if cut and head and ends and ends[-1] <= len(head):
+            return complete_sentences(head)
+        return f"{text}."
+    if ends:
+        return text[: ends[-1]].rstrip()
+    return "" if cut else f"{text}."

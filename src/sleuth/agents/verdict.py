@@ -1,0 +1,93 @@
+"""The yes/no verdict a rule states: "No confession … shall be proved" answers "Is a
+confession … admissible?" with No.
+
+A yes/no question about a rule ("Can police arrest without a warrant?", "Is a confession to
+the police admissible?") is answered by the sentence of the evidence that states the rule.
+The cross-encoder (:mod:`sleuth.retrieval.rerank`) picks that sentence among the cited (or,
+failing those, the best retrieved) sections' sentences: the one most relevant to the
+question. Its verdict is the *parity* of negation: a sentence that negates ("no …", "not",
+"nothing", "never", "cannot", "neither … nor") against a question that does not gives "no";
+both or neither give "yes". When no sentence is relevant enough
+(:data:`~sleuth.agents.support.CROSS_ENCODER_THRESHOLD`), the evidence does not plainly
+state the rule and there is no verdict.
+
+Negation scope is read shallowly (a cue anywhere in the sentence counts once per cue); the
+verdict is used to confirm or overturn a model's opening Yes/No and to open an extractive
+answer, and the trace records which sentence decided it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sleuth.retrieval.rerank import CrossEncoder, sigmoid
+from sleuth.retrieval.search import join_parts
+from sleuth.retrieval.text import sentences
+from sleuth.types import Chunk
+
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|nothing|none|neither|nor|nobody|cannot)\b|n't\b", re.IGNORECASE
+)
+MAX_SENTENCES = 60
+"""Sentences scored per verdict at most (cited sections first)."""
+
+
+@dataclass(frozen=True)
+class RuleVerdict:
+    """The verdict of the evidence on a yes/no question.
+
+    Attributes:
+        verdict: ``"yes"`` or ``"no"``.
+        sentence: the rule sentence that decided it.
+        source_id: its section.
+        score: the cross-encoder's probability that the sentence answers the question.
+    """
+
+    verdict: str
+    sentence: str
+    source_id: str
+    score: float
+
+
+def negated(text: str) -> bool:
+    """Whether ``text`` negates: an odd number of negation cues ("not", "no", "nothing",
+    "never", "cannot", "n't" …)."""
+    return len(_NEGATION.findall(text)) % 2 == 1
+
+
+def rule_verdict(
+    question: str,
+    sections: Mapping[str, Sequence[Chunk]],
+    order: Sequence[str],
+    scorer: CrossEncoder,
+    threshold: float,
+) -> RuleVerdict | None:
+    """The verdict the evidence states on ``question`` (module docstring), or ``None``.
+
+    Args:
+        question: a yes/no question.
+        sections: ``source_id`` → its chunks (the run's retrieved sections).
+        order: the sections to read, most trusted first (the answer's citations, then the
+            retrieved ones by rank).
+        scorer: the cross-encoder.
+        threshold: the least probability for a sentence to count as the rule.
+    """
+    candidates: list[tuple[str, str]] = []
+    for sid in dict.fromkeys(order):
+        chunks = sections.get(sid) or []
+        candidates += [(sid, s) for s in sentences(join_parts(list(chunks))) if len(s) > 20]
+        if len(candidates) >= MAX_SENTENCES:
+            break
+    candidates = candidates[:MAX_SENTENCES]
+    if not candidates:
+        return None
+    logits = scorer.logits(question, [s for _, s in candidates])
+    best = max(range(len(candidates)), key=lambda i: logits[i])
+    score = sigmoid(logits[best])
+    if score < threshold:
+        return None
+    sid, sentence = candidates[best]
+    verdict = "no" if negated(sentence) != negated(question) else "yes"
+    return RuleVerdict(verdict=verdict, sentence=sentence, source_id=sid, score=score)

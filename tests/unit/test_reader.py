@@ -1,0 +1,216 @@
+"""The reader: answer kinds, whole sentences, long-form replies, yes/no verdicts, coverage,
+and the judged-set metrics. Questions and passages are written for these tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from sleuth.agents.answer import Citation, GeneratedAnswer
+from sleuth.agents.drafting import draft_from_long_text
+from sleuth.agents.finish import _rule_checked, digits, not_covered
+from sleuth.agents.reader import answer_kind, complete_sentences
+from sleuth.agents.support import SupportChecker
+from sleuth.agents.verdict import negated, rule_verdict
+from sleuth.eval.datasets import in_split, split_of
+from sleuth.eval.metrics import ends_mid_sentence, key_fact_share, stated_verdict
+from sleuth.retrieval.text import terms
+from sleuth.tools.base import RunContext
+from sleuth.types import Chunk
+
+
+class OverlapScorer:
+    """A cross-encoder double: logit = 8 × (share of the query's terms in the passage) − 4,
+    so a passage holding every query term scores +4 and one holding none −4."""
+
+    def logits(self, query: str, passages: Sequence[str]) -> list[float]:
+        wanted = set(terms(query))
+        return [
+            8.0 * len(wanted & set(terms(p))) / max(1, len(wanted)) - 4.0 for p in passages
+        ]
+
+
+def chunk(source_id: str, text: str, title: str = "Rule") -> Chunk:
+    return Chunk(
+        chunk_id=f"{source_id}#0",
+        doc_id="code",
+        source_id=source_id,
+        title_path=["Test code", title],
+        text=text,
+    )
+
+
+def ctx_with(*chunks: Chunk) -> RunContext:
+    ctx = RunContext(collection="c")
+    for n, c in enumerate(chunks, 1):
+        ctx.retrieved[c.source_id] = [c]
+        ctx.numbers[c.source_id] = n
+    return ctx
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("May a landlord keep the deposit after the lease ends?", "yes_no"),
+        ("Should a ferry captain log every passenger?", "yes_no"),
+        ("The gate was left open. Is the owner liable for the escaped goat?", "yes_no"),
+        ("Is the fee paid by the buyer or by the seller?", "fact"),
+        ("How long may a parking permit run?", "fact"),
+        ("Who signs a ferry licence?", "fact"),
+        ("What is the penalty for fishing without a permit?", "fact"),
+        ("How do I appeal a parking fine?", "procedure"),
+        ("What are the grounds for cancelling a fishing permit?", "list"),
+        ("Which kinds of boats need a licence?", "list"),
+        ("What does the harbour code say about anchoring near a pier?", "explanation"),
+        ("Why must a pilot board a tanker?", "explanation"),
+    ],
+)
+def test_answer_kind_reads_the_question_form(question: str, kind: str) -> None:
+    assert answer_kind(question) == kind
+
+
+def test_complete_sentences_never_ends_mid_sentence() -> None:
+    cut = "Yes, a ferry may sail at night [1]. It must then carry two lamps when the"
+    assert complete_sentences(cut, cut=True) == "Yes, a ferry may sail at night [1]."
+    assert complete_sentences("Only a fragment that stops in the", cut=True) == ""
+    assert complete_sentences("The fee is ten coins [2]", cut=False) == "The fee is ten coins [2]."
+    whole = "The permit lasts a year [1]."
+    assert complete_sentences(whole, cut=True) == whole
+    listed = "Grounds:\n- unpaid fees [1].\n- fishing out of"
+    assert complete_sentences(listed, cut=True) == "Grounds:\n- unpaid fees [1]."
+    assert not ends_mid_sentence(complete_sentences(cut, cut=True))
+
+
+def test_long_reply_reads_answer_then_points_and_declines() -> None:
+    draft = draft_from_long_text(
+        "Answer: No, a ferry may not sail in a storm [1].\n- The captain must wait for calm "
+        "water [2].\n- Unless the harbour master orders it, the",
+        cut=True,
+    )
+    assert draft is not None
+    assert draft.answer_text.startswith("No, a ferry may not sail in a storm [1].")
+    assert draft.answer_text.endswith("[2].")
+    assert draft.citations == ["1", "2"]
+    declined = draft_from_long_text("Insufficient context: the evidence is about taxes.")
+    assert declined is not None and declined.is_insufficient_context
+
+
+def test_negation_parity() -> None:
+    assert negated("No ferry shall sail in a storm.")
+    assert negated("A ferry cannot sail in a storm.")
+    assert not negated("A ferry may sail at night.")
+    assert not negated("Nothing in this rule does not apply.")  # two cues cancel
+
+
+def test_rule_verdict_follows_the_most_relevant_sentence() -> None:
+    sections = {
+        "HC_S4": [chunk("HC_S4", "No ferry shall carry passengers during a storm warning.")],
+        "HC_S9": [chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.")],
+    }
+    scorer = OverlapScorer()
+    rule = rule_verdict(
+        "Can a ferry carry passengers during a storm warning?",
+        sections,
+        ["HC_S9", "HC_S4"],
+        scorer,  # type: ignore[arg-type]
+        0.5,
+    )
+    assert rule is not None and rule.verdict == "no" and rule.source_id == "HC_S4"
+    yes = rule_verdict(
+        "May a ferry carry goods at night?", sections, ["HC_S4", "HC_S9"], scorer, 0.5  # type: ignore[arg-type]
+    )
+    assert yes is not None and yes.verdict == "yes"
+    assert (
+        rule_verdict("Is rice taxed?", sections, ["HC_S4"], scorer, 0.5)  # type: ignore[arg-type]
+        is None
+    )
+
+
+def test_a_yes_that_contradicts_its_rule_is_overturned() -> None:
+    rule = chunk("HC_S4", "No ferry shall carry passengers during a storm warning.")
+    ctx = ctx_with(rule)
+    checker = SupportChecker(cross_encoder=OverlapScorer())  # type: ignore[arg-type]
+    answer = GeneratedAnswer(
+        answer_text="Yes. Ferries carry passengers during a storm warning [HC_S4].",
+        citations=[Citation(source_id="HC_S4", number=1)],
+    )
+    fixed, short, note = _rule_checked(
+        "Can a ferry carry passengers during a storm warning?", answer, "Yes", ctx, checker
+    )
+    assert short == "No"
+    assert fixed.answer_text.startswith("No. No ferry shall carry passengers")
+    assert "[HC_S4]" in fixed.answer_text
+    assert note is not None and note.startswith("yes overturned to no")
+
+
+def test_an_answer_without_a_verdict_gets_the_rules() -> None:
+    rule = chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.")
+    ctx = ctx_with(rule)
+    checker = SupportChecker(cross_encoder=OverlapScorer())  # type: ignore[arg-type]
+    answer = GeneratedAnswer(
+        answer_text="A ferry may carry goods at night with two lamps lit [HC_S9].",
+        citations=[Citation(source_id="HC_S9", number=1)],
+    )
+    fixed, short, _ = _rule_checked(
+        "May a ferry carry goods at night?", answer, None, ctx, checker
+    )
+    assert short == "Yes" and fixed.answer_text.startswith("Yes. A ferry may carry goods")
+    assert fixed.answer_text.count("two lamps") == 1
+
+
+def test_coverage_declines_only_when_no_passage_is_relevant() -> None:
+    ctx = ctx_with(
+        chunk("HC_S4", "No ferry shall carry passengers during a storm warning."),
+        chunk("HC_S9", "A ferry may carry goods at night with two lamps lit."),
+    )
+    checker = SupportChecker(cross_encoder=OverlapScorer())  # type: ignore[arg-type]
+    assert not_covered("Can a ferry carry goods at night?", ctx, checker) is None
+    why = not_covered("How is income from shares taxed?", ctx, checker)
+    assert why is not None and "HC_S4" in why and why.startswith("Insufficient context")
+    assert not_covered("How is income taxed?", ctx, SupportChecker()) is None  # no model
+
+
+def test_cross_encoder_support_judges_a_paraphrase() -> None:
+    section = [chunk("HC_S4", "No ferry shall carry passengers during a storm warning.")]
+    plain = SupportChecker()
+    with_model = SupportChecker(cross_encoder=OverlapScorer())  # type: ignore[arg-type]
+    claim = "During a storm warning passengers stay off ferries and every harbour closes."
+    assert not plain.check(claim, "HC_S4", section).supported
+    assert with_model.check(
+        "Passengers are barred from a ferry during a storm warning.", "HC_S4", section
+    ).supported
+    assert not with_model.check("Shares are taxed at ten percent.", "HC_S4", section).supported
+
+
+def test_numbers_match_in_words_or_digits() -> None:
+    assert digits("within twenty-four hours") == "within 24 hours"
+    assert "24" in terms(digits("twenty-four hours"))
+
+
+def test_judged_metrics() -> None:
+    facts = [["ten coins", "10 coins"], ["harbour master"]]
+    assert key_fact_share("The fee is 10 coins [1].", facts) == 0.5
+    assert key_fact_share("The harbour master sets a fee of ten coins.", facts) == 1.0
+    assert key_fact_share("anything", []) is None
+    assert stated_verdict("No. No ferry shall sail [HC_S4].") == "no"
+    assert stated_verdict("[1] Yes, it may.") == "yes"
+    assert stated_verdict("Nobody may sail.") is None
+    assert ends_mid_sentence("It must then carry two lamps when the")
+    assert not ends_mid_sentence("It must carry two lamps [HC_S9].")
+    assert not ends_mid_sentence('He said "stop."')
+
+
+def test_split_is_a_stable_half_by_id() -> None:
+    ids = [f"q{i}" for i in range(400)]
+    test = [i for i in ids if split_of(i) == "test"]
+    assert 150 < len(test) < 250
+    assert split_of("q7") == split_of("q7")
+    from sleuth.eval.datasets import EvalQuestion
+
+    questions = [EvalQuestion(id=i, question="?") for i in ids[:20]]
+    dev, held = in_split(questions, "dev"), in_split(questions, "test")
+    assert len(dev) + len(held) == 20 and not {q.id for q in dev} & {q.id for q in held}
+    assert in_split(questions, "all") == questions
+    with pytest.raises(Exception, match="unknown split"):
+        in_split(questions, "train")
