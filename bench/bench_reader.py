@@ -36,14 +36,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
+from _common import (
+    ACTS_3,
     REPO,
     bench_settings,
     data_dir,
     load_average,
     print_header,
     statute_paths,
-    ACTS_3,
 )
 
 JUDGED = REPO / "bench" / "data" / "statutes_judged.jsonl"

@@ -180,7 +180,10 @@ def test_react_run_reports_unsupported_citations_in_the_trace(tmp_path) -> None:
     [flag] = response.trace["citations_unsupported"]
     assert flag["source_id"] == "BNS_S303"
     assert flag["sentence"] == "The moon is made of green cheese."
-    assert response.answer.ungrounded_sentences == ["The moon is made of green cheese."]
+    # a model's unsupported sentence is dropped, not shipped beside the supported one
+    assert "green cheese" not in response.answer.answer_text
+    assert response.trace["sentences_dropped"] == ["The moon is made of green cheese."]
+    assert response.answer.ungrounded_sentences == []
     final = response.reasoning_steps[-1]
     assert "unsupported citations: BNS_S303" in (final.reasoning or "")
 

@@ -26,9 +26,7 @@ class OverlapScorer:
 
     def logits(self, query: str, passages: Sequence[str]) -> list[float]:
         wanted = set(terms(query))
-        return [
-            8.0 * len(wanted & set(terms(p))) / max(1, len(wanted)) - 4.0 for p in passages
-        ]
+        return [8.0 * len(wanted & set(terms(p))) / max(1, len(wanted)) - 4.0 for p in passages]
 
 
 def chunk(source_id: str, text: str, title: str = "Rule") -> Chunk:
@@ -38,6 +36,7 @@ def chunk(source_id: str, text: str, title: str = "Rule") -> Chunk:
         source_id=source_id,
         title_path=["Test code", title],
         text=text,
+        position=0,
     )
 
 
@@ -55,6 +54,7 @@ def ctx_with(*chunks: Chunk) -> RunContext:
         ("May a landlord keep the deposit after the lease ends?", "yes_no"),
         ("Should a ferry captain log every passenger?", "yes_no"),
         ("The gate was left open. Is the owner liable for the escaped goat?", "yes_no"),
+        ("If the goat eats my roses, may I keep the goat?", "yes_no"),
         ("Is the fee paid by the buyer or by the seller?", "fact"),
         ("How long may a parking permit run?", "fact"),
         ("Who signs a ferry licence?", "fact"),
@@ -118,7 +118,11 @@ def test_rule_verdict_follows_the_most_relevant_sentence() -> None:
     )
     assert rule is not None and rule.verdict == "no" and rule.source_id == "HC_S4"
     yes = rule_verdict(
-        "May a ferry carry goods at night?", sections, ["HC_S4", "HC_S9"], scorer, 0.5  # type: ignore[arg-type]
+        "May a ferry carry goods at night?",
+        sections,
+        ["HC_S4", "HC_S9"],
+        scorer,
+        0.5,  # type: ignore[arg-type]
     )
     assert yes is not None and yes.verdict == "yes"
     assert (
@@ -152,9 +156,7 @@ def test_an_answer_without_a_verdict_gets_the_rules() -> None:
         answer_text="A ferry may carry goods at night with two lamps lit [HC_S9].",
         citations=[Citation(source_id="HC_S9", number=1)],
     )
-    fixed, short, _ = _rule_checked(
-        "May a ferry carry goods at night?", answer, None, ctx, checker
-    )
+    fixed, short, _ = _rule_checked("May a ferry carry goods at night?", answer, None, ctx, checker)
     assert short == "Yes" and fixed.answer_text.startswith("Yes. A ferry may carry goods")
     assert fixed.answer_text.count("two lamps") == 1
 

@@ -177,6 +177,8 @@ def draft_from_long_text(text: str, cut: bool = False) -> AnswerDraft | None:
     if not prose:
         return None
     if _INSUFFICIENT.search(prose.split("\n", 1)[0]) and not cited_ids(prose.split("\n", 1)[0]):
-        why = prose if prose.lower().startswith("insufficient") else f"Insufficient context: {prose}"
+        why = (
+            prose if prose.lower().startswith("insufficient") else f"Insufficient context: {prose}"
+        )
         return AnswerDraft(answer_text=why, is_insufficient_context=True)
     return AnswerDraft(answer_text=prose, citations=cited_ids(prose))

@@ -367,9 +367,6 @@ def finish_answer(
             replaced=NOT_COVERED,
             source="replaced" if from_model else "extractive",
         )
-    # a model's sentence that no retrieved section supports is dropped, never shipped with
-    # a citation the check refused (nothing left: the repair round, then the extractive one)
-    strict_grounding = strict_grounding or (from_model and checker is not None)
     short: str | None = None
     rounds = 0
     if from_model and not draft.is_insufficient_context:
@@ -413,6 +410,11 @@ def finish_answer(
         fallback.dropped_sentences[:0] = report.dropped_sentences
         report = fallback
     answer = report.answer
+    if from_model and checker is not None and answer.citations and not ctx.external_tools:
+        # a model's sentence no retrieved section supports is dropped when supported ones
+        # remain: never shipped beside them as if the check had passed it
+        answer = _without_ungrounded(answer, report)
+        report.answer = answer
     if short:
         short = readable_short_answer(short, ctx)
     if (
@@ -489,6 +491,23 @@ def finish_answer(
     )
 
 
+def _without_ungrounded(answer: GeneratedAnswer, report: CitationReport) -> GeneratedAnswer:
+    """``answer`` with its ungrounded sentences taken out of the text (recorded in
+    ``report.dropped_sentences``); a sentence that cannot be found in the text stays listed."""
+    text, left = answer.answer_text, []
+    for claim in answer.ungrounded_sentences:
+        at = text.find(claim)
+        if at < 0:
+            left.append(claim)
+            continue
+        text = (text[:at] + text[at + len(claim) :]).strip()
+        report.dropped_sentences.append(claim)
+    if not _MARKERS.sub("", text).strip(" .\n-"):
+        return answer  # nothing would be left: the sentences stay, listed
+    text = re.sub(r"[ \t]{2,}", " ", re.sub(r"\n\s*-?\s*\n", "\n", text)).strip()
+    return answer.model_copy(update={"answer_text": text, "ungrounded_sentences": left})
+
+
 def not_covered(question: str, ctx: RunContext, checker: SupportChecker | None) -> str | None:
     """Why the collection does not cover ``question``, or ``None`` when it may.
 
@@ -506,9 +525,11 @@ def not_covered(question: str, ctx: RunContext, checker: SupportChecker | None) 
     best = max(range(len(chunks)), key=lambda i: logits[i])
     if sigmoid(logits[best]) >= COVERAGE_THRESHOLD:
         return None
-    closest = list(dict.fromkeys(chunks[i].source_id for i in sorted(
-        range(len(chunks)), key=lambda i: -logits[i]
-    )))[:3]
+    closest = list(
+        dict.fromkeys(
+            chunks[i].source_id for i in sorted(range(len(chunks)), key=lambda i: -logits[i])
+        )
+    )[:3]
     return (
         "Insufficient context: no retrieved section addresses this question; the closest "
         f"sections found ({', '.join(closest)}) are about other matters."
@@ -546,7 +567,9 @@ def _rule_checked(
         return answer, short, f"confirmed {rule.verdict}: {why}"
     if said is None:
         body = _MARKERS.sub("", answer.answer_text)
-        text = answer.answer_text if rule.sentence[:60] in body else f"{quoted}\n{answer.answer_text}"
+        text = (
+            answer.answer_text if rule.sentence[:60] in body else f"{quoted}\n{answer.answer_text}"
+        )
         note = f"stated {rule.verdict}: {why}"
     else:
         text = quoted

@@ -2,12 +2,14 @@
 
 A question asks for one of five kinds of answer (:data:`AnswerKind`), read from its form:
 
-* ``yes_no`` — opens with an auxiliary or modal verb and offers no choice ("Can police …?");
+* ``yes_no`` — opens (or its last clause opens) with an auxiliary or modal verb and offers no
+  choice ("Can police …?", "If he attacks me, may I defend myself?");
 * ``procedure`` — asks how to do something or for the steps or procedure;
 * ``list`` — asks for the kinds, types, conditions, grounds, exceptions … of something;
-* ``fact`` — asks who, when, where, which, how many / long / much, or for a name, a term, a
-  punishment, an amount;
-* ``explanation`` — anything else ("What does the law say about …", "Why …", "Explain …").
+* ``explanation`` — asks why, to explain or describe, what something is or does, what
+  happens or what one can do ("What is a dying declaration?", "What does the law say …");
+* ``fact`` — everything else: who, when, where, which, how many / long / much, "what X of
+  Y", a name, a term, a punishment, an amount, a choice ("Is it A or B?").
 
 Each kind gets an output budget (:data:`OUTPUT_TOKENS`, tokens the model may write, and
 :data:`POINTS`, the supporting points the prompt asks for). A model's reply is cut back to its
@@ -49,14 +51,19 @@ _CHOICE = re.compile(r"\b(?:or|whether)\b", re.I)
 _WH = re.compile(r"\b(?:what|which|who|whom|whose|when|where|why|how)\b", re.I)
 _PROCEDURE = re.compile(r"\bhow (?:do|does|can|should|would|to)\b|\b(?:steps?|procedure)\b", re.I)
 _LIST = re.compile(
-    r"\b(?:what|which)\s+(?:are|were)\b|\b(?:kinds?|types?|grounds|conditions|exceptions|"
-    r"cases|circumstances|list)\b",
+    r"\b(?:what|which)\s+(?:are|were)\s+the\s+(?:\w+\s+)?(?:kinds?|types?|grounds|"
+    r"conditions|exceptions|cases|circumstances|duties|rights|powers|ways|offences|steps)\b|"
+    r"\b(?:list|name)\s+(?:the|all)\b|\bwhich\s+(?:kinds?|types?)\b",
     re.I,
 )
 _FACT = re.compile(
-    r"^\s*(?:who|whom|whose|when|where|which)\b|\bhow (?:many|much|long|old|far|soon)\b|"
-    r"\bwhat\s+(?:is|are|was)\s+the\s+(?:name|punishment|penalty|term|age|amount|limit|"
-    r"period|fine|date|year)\b|^\s*(?:what|which)\s+\w+\s+(?:is|was|did|does)\b",
+    r"\bhow (?:many|much|long|old|far|soon|often)\b|"
+    r"^\s*what\s+(?:is|was|are|were)\s+the\s+\w+(?:\s+\w+)?\s+(?:of|for|in|to|on)\b",
+    re.I,
+)
+_EXPLAIN = re.compile(
+    r"^\s*(?:why|explain|describe|tell me)\b|"
+    r"^\s*what\s+(?:is|are|does|do|did|should|happens|can|could|must|will|would|if)\b",
     re.I,
 )
 _LAST_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -69,15 +76,16 @@ def answer_kind(question: str) -> AnswerKind:
     question with a preamble ("My bike was taken. Can I …?") is read."""
     q = " ".join(question.split())
     last = _LAST_SENTENCE.split(q)[-1]
-    if _YES_NO.match(last) and not _CHOICE.search(last) and not _WH.search(last):
-        return "yes_no"
+    clause = last.rsplit(", ", 1)[-1]  # "If he attacks me, may I defend myself?"
+    if not _WH.search(last) and (_YES_NO.match(last) or _YES_NO.match(clause)):
+        return "fact" if _CHOICE.search(last) else "yes_no"  # "Is it A or B?": a choice
     if _PROCEDURE.search(last):
         return "procedure"
     if _LIST.search(last):
         return "list"
     if _FACT.search(last):
         return "fact"
-    return "explanation"
+    return "explanation" if _EXPLAIN.search(last) else "fact"
 
 
 def complete_sentences(text: str, cut: bool = False) -> str:

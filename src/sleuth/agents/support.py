@@ -25,10 +25,11 @@ and are *unverifiable* (:attr:`Support.verdict`), which is never supported:
   default): its cosine with an English section means nothing. A non-Latin claim a section
   of its own language supports lexically is supported.
 
-The lexical and cosine thresholds were chosen on the statutes data with ``bench/bench_citation_support.py``:
-claims are the sentences of the 996 reference answers of ``synthetic_qa.json``, positives
-pair a claim with its gold section, negatives with the best-ranked *other* section a hybrid
-search finds for the claim (hard) and with a random section (easy); the output in
+The lexical and cosine thresholds were chosen on the statutes data with
+``bench/bench_citation_support.py``: claims are the sentences of the 996 reference answers
+of ``synthetic_qa.json``, positives pair a claim with its gold section, negatives with the
+best-ranked *other* section a hybrid search finds for the claim (hard) and with a random
+section (easy); the output in
 ``bench/README.md`` gives the true/false positive rates at each threshold.
 """
 

@@ -375,10 +375,10 @@ def load_jsonl(path: Path, corpus: Sequence[Path] = ()) -> EvalDataset:
             raise UserError(f"{where}: field 'type' must be a string")
         verdict = item.get("verdict")
         if verdict is not None and verdict not in VERDICTS:
-            raise UserError(f"{where}: field 'verdict' must be \"yes\", \"no\" or null")
+            raise UserError(f'{where}: field \'verdict\' must be "yes", "no" or null')
         kind = item.get("kind", "in_corpus")
         if kind not in ("in_corpus", "out_of_scope"):
-            raise UserError(f"{where}: field 'kind' must be \"in_corpus\" or \"out_of_scope\"")
+            raise UserError(f'{where}: field \'kind\' must be "in_corpus" or "out_of_scope"')
         questions.append(
             EvalQuestion(
                 id=qid,

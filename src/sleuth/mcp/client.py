@@ -152,6 +152,7 @@ class MCPTool(Tool):
             raise ToolError(f"invalid arguments for {self.name}: {problems}")
         if self.toolbox is None:
             raise ToolError(f"{self.name} is not connected to its MCP server")
+        ctx.external_tools.add(self.name)
         return self.toolbox.call(self.server, self.remote_name, args)
 
 

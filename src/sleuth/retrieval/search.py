@@ -184,8 +184,9 @@ class KnowledgeBase:
         Hybrid is RRF fusion of BM25 and dense (see :func:`sleuth.store.index.rrf_fuse`);
         with ``settings.rerank`` the first ``max(k, settings.rerank_candidates)`` fused chunks
         are reordered by the cross-encoder (:mod:`sleuth.retrieval.rerank`; their score is
-        then its sigmoid, in (0, 1)). Both are preceded by the sections the query names explicitly ("section 26 of the Bharatiya
-        Nagarik Suraksha Sanhita", "See section Naming and binding"): a user who names a
+        then its sigmoid, in (0, 1)). Both are preceded by the sections the query names
+        explicitly ("section 26 of the Bharatiya Nagarik Suraksha Sanhita", "See section
+        Naming and binding"): a user who names a
         section wants that section, which neither ranking reliably puts first. Those hits
         carry score 1.0 (above any RRF score, which is at most 2/61).
 

@@ -66,6 +66,9 @@ class RunContext:
     withheld: dict[str, str] = field(default_factory=dict)
     """Evidence sentences kept out of extractive answers (prompt injection, secrets: see
     :mod:`sleuth.agents.safety`) → why; reported in the trace by the citation check."""
+    external_tools: set[str] = field(default_factory=set)
+    """Tools outside the knowledge base (MCP) the run called: their results are evidence
+    no section can cite, so an answer's uncited sentences are then kept (listed)."""
     documents: list[str] | None = None
     """Titles of the collection's documents, loaded when the question names a document (an
     act, a code…): the final answer checks the collection holds it (:mod:`sleuth.agents.scope`)."""

@@ -34,7 +34,6 @@ from pydantic import ValidationError
 
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.drafting import draft_from_long_text, draft_from_text
-from sleuth.agents.reader import OUTPUT_TOKENS, POINTS, answer_kind
 from sleuth.agents.guided.schemas import (
     CompressedPassage,
     Compression,
@@ -48,6 +47,7 @@ from sleuth.agents.guided.schemas import (
     Verdict,
 )
 from sleuth.agents.guided.structured import StructuredResult, call_structured
+from sleuth.agents.reader import OUTPUT_TOKENS, POINTS, answer_kind
 from sleuth.agents.support import ANSWER_WORDS
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.llm.toolcalls import ToolCallNormalizer
@@ -770,9 +770,7 @@ def generation_messages(
     if kind == "fact":
         return _messages("guided_answer", "\n\n".join(parts))
     verdict = ", beginning with Yes or No" if kind == "yes_no" else ""
-    return _messages(
-        "guided_answer_long", "\n\n".join(parts), verdict=verdict, points=POINTS[kind]
-    )
+    return _messages("guided_answer_long", "\n\n".join(parts), verdict=verdict, points=POINTS[kind])
 
 
 def generate_draft(

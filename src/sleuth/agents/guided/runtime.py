@@ -70,7 +70,6 @@ from sleuth.agents.events import (
     ToolResultEvent,
 )
 from sleuth.agents.finish import finish_answer
-from sleuth.agents.reader import answer_kind
 from sleuth.agents.guided.agents import (
     EvidenceSection,
     approx_tokens,
@@ -96,6 +95,7 @@ from sleuth.agents.guided.schemas import CragVerdict, IntentParse, Plan, Verdict
 from sleuth.agents.guided.structured import StructuredResult
 from sleuth.agents.heuristic import compose_answer, compose_parts, rank_sections, with_bridges
 from sleuth.agents.multihop import MAX_DEPTH, hop_starts
+from sleuth.agents.reader import answer_kind
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.errors import ToolError
@@ -1103,9 +1103,7 @@ def _repair(rt: _Run) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
         finally:
             rt.timed("repair", started)
         rt.usage_for("repair")(dict(getattr(reply, "usage_metadata", None) or {}))
-        result = read_answer_reply(
-            reply, lambda: draft, long_form=answer_kind(question) != "fact"
-        )
+        result = read_answer_reply(reply, lambda: draft, long_form=answer_kind(question) != "fact")
         return explained_draft(question, result.value, evidence) if result.from_model else None
 
     return run
