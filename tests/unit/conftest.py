@@ -16,7 +16,8 @@ def _isolate_unit_test(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Itera
     monkeypatch.setattr(testing, "ALLOW_MODEL_REQUESTS", False)
     monkeypatch.setenv("SLEUTH_DATA_DIR", str(tmp_path / "sleuth-data"))
     # the cross-encoder is a real model: unit tests that need it turn it on themselves
-    monkeypatch.setenv("SLEUTH_RERANK", "false")
+    monkeypatch.setenv("SLEUTH_RERANK", "off")
+    monkeypatch.setenv("SLEUTH_CROSS_ENCODER", "false")
     for name in ("SLEUTH_LLM", "SLEUTH_LLM_BASE_URL", "SLEUTH_LLM_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     yield

@@ -167,10 +167,11 @@ def test_coverage_declines_only_when_no_passage_is_relevant() -> None:
         chunk("HC_S9", "A ferry may carry goods at night with two lamps lit."),
     )
     checker = SupportChecker(cross_encoder=OverlapScorer())  # type: ignore[arg-type]
-    assert not_covered("Can a ferry carry goods at night?", ctx, checker) is None
-    why = not_covered("How is income from shares taxed?", ctx, checker)
+    assert not_covered("Can a ferry carry goods at night?", ctx, checker, 0.5) is None
+    why = not_covered("How is income from shares taxed?", ctx, checker, 0.5)
     assert why is not None and "HC_S4" in why and why.startswith("Insufficient context")
-    assert not_covered("How is income taxed?", ctx, SupportChecker()) is None  # no model
+    assert not_covered("How is income taxed?", ctx, SupportChecker(), 0.5) is None  # no model
+    assert not_covered("How is income from shares taxed?", ctx, checker, 0.0) is None  # off
 
 
 def test_cross_encoder_support_judges_a_paraphrase() -> None:

@@ -31,11 +31,6 @@ from sleuth.tools.base import RunContext
 
 UNCITED = "the answer cited no section retrieved in this run"
 NOT_COVERED = "no retrieved section addresses the question (cross-encoder coverage)"
-COVERAGE_THRESHOLD = 0.5
-"""The least cross-encoder probability (:mod:`sleuth.retrieval.rerank`) that some retrieved
-passage answers the question, for the run to answer at all. 0.5 is the model's own
-decision boundary (logit 0); the judged statute set's ``dev`` split is where it was checked
-(``bench/bench_reader.py``)."""
 COVERAGE_PER_SECTION = 2
 """Chunks per retrieved section the coverage check reads (a section's opening holds its
 rule)."""
@@ -355,7 +350,9 @@ def finish_answer(
                 source="replaced" if from_model else "extractive",
             )
     uncovered = (
-        not_covered(question, ctx, checker) if require_citations and stop_status is None else None
+        not_covered(question, ctx, checker, checker.coverage_threshold if checker else 0.0)
+        if require_citations and stop_status is None
+        else None
     )
     if uncovered is not None:
         declined = AnswerDraft(answer_text=uncovered, is_insufficient_context=True)
@@ -508,22 +505,26 @@ def _without_ungrounded(answer: GeneratedAnswer, report: CitationReport) -> Gene
     return answer.model_copy(update={"answer_text": text, "ungrounded_sentences": left})
 
 
-def not_covered(question: str, ctx: RunContext, checker: SupportChecker | None) -> str | None:
+def not_covered(
+    question: str, ctx: RunContext, checker: SupportChecker | None, threshold: float
+) -> str | None:
     """Why the collection does not cover ``question``, or ``None`` when it may.
 
-    With a cross-encoder, the question is scored against the first chunks of the sections
-    the run retrieved (at most :data:`COVERAGE_CHUNKS`); when none reaches
-    :data:`COVERAGE_THRESHOLD`, no retrieved passage is about what the question asks, and
-    the answer says so and names the closest sections. ``None`` without a cross-encoder,
-    without retrieved sections, or when a passage is relevant.
+    With a cross-encoder and a ``threshold`` above 0 (``settings.coverage_threshold``, held
+    by :attr:`SupportChecker.coverage_threshold`), the
+    question is scored against the first chunks of the sections the run retrieved (at most
+    :data:`COVERAGE_CHUNKS`); when none reaches ``threshold``, no retrieved passage is about
+    what the question asks, and the answer says so and names the closest sections. ``None``
+    without a cross-encoder, with threshold 0, without retrieved sections, or when a passage
+    is relevant.
     """
-    if checker is None or checker.cross_encoder is None or not ctx.retrieved:
+    if checker is None or checker.cross_encoder is None or not ctx.retrieved or threshold <= 0:
         return None
     chunks = [c for group in ctx.retrieved.values() for c in group[:COVERAGE_PER_SECTION]]
     chunks = chunks[:COVERAGE_CHUNKS]
     logits = checker.cross_encoder.logits(question, [c.index_text() for c in chunks])
     best = max(range(len(chunks)), key=lambda i: logits[i])
-    if sigmoid(logits[best]) >= COVERAGE_THRESHOLD:
+    if sigmoid(logits[best]) >= threshold:
         return None
     closest = list(
         dict.fromkeys(

@@ -139,6 +139,9 @@ class SupportChecker:
             collection; chunks it does not return are embedded.
         cross_encoder: scores semantic support instead of the embedder when given.
         cross_encoder_threshold: see :data:`CROSS_ENCODER_THRESHOLD`.
+        coverage_threshold: the least cross-encoder relevance of some retrieved passage to
+            the question for a run to answer (:func:`~sleuth.agents.finish.not_covered`;
+            0: not checked).
     """
 
     def __init__(
@@ -150,7 +153,9 @@ class SupportChecker:
         stored: Callable[[list[str]], dict[str, np.ndarray]] | None = None,
         cross_encoder: CrossEncoder | None = None,
         cross_encoder_threshold: float = CROSS_ENCODER_THRESHOLD,
+        coverage_threshold: float = 0.0,
     ) -> None:
+        self.coverage_threshold = coverage_threshold
         self.embedder = embedder
         self.cross_encoder = cross_encoder
         self.cross_encoder_threshold = cross_encoder_threshold

@@ -42,6 +42,10 @@ def ask(
             "--no-memory", help="Neither recall past runs nor remember this one (SLEUTH_MEMORY)"
         ),
     ] = False,
+    no_rerank: Annotated[
+        bool,
+        typer.Option("--no-rerank", help="Do not rerank search results (SLEUTH_RERANK=off)"),
+    ] = False,
 ) -> None:
     """Ask a question: the agent's trace streams live, then the cited answer."""
     if mode not in ASK_MODES:
@@ -57,6 +61,8 @@ def ask(
         )
     name = common.collection_name(collection)
     s = common.open_sleuth()
+    if no_rerank:
+        s.settings = s.settings.model_copy(update={"rerank": "off"})
     run_ask(
         s,
         question,

@@ -68,14 +68,22 @@ class KnowledgeBase:
         self._cross_encoder: CrossEncoder | None = None
 
     @property
+    def reranking(self) -> bool:
+        """Whether hybrid searches are reranked (``settings.rerank``; ``auto``: when a model
+        answers)."""
+        if self.settings.rerank == "auto":
+            return self.settings.llm.strip().lower() != "heuristic"
+        return self.settings.rerank == "on"
+
+    @property
     def cross_encoder(self) -> CrossEncoder | None:
-        """The packaged cross-encoder (:mod:`sleuth.retrieval.rerank`) when
-        ``settings.rerank`` is on, loaded on first use; ``None`` when it is off.
+        """The packaged cross-encoder (:mod:`sleuth.retrieval.rerank`) when reranking or
+        ``settings.cross_encoder`` wants it, loaded on first use; else ``None``.
 
         Raises:
-            ConfigError: reranking is on and the model cannot be loaded.
+            ConfigError: the model is wanted and cannot be loaded.
         """
-        if not self.settings.rerank:
+        if not (self.settings.cross_encoder or self.reranking):
             return None
         with self._lock:
             if self._cross_encoder is None:
@@ -182,7 +190,7 @@ class KnowledgeBase:
         """Top-``k`` chunks for ``query``: BM25, dense, or hybrid.
 
         Hybrid is RRF fusion of BM25 and dense (see :func:`sleuth.store.index.rrf_fuse`);
-        with ``settings.rerank`` the first ``max(k, settings.rerank_candidates)`` fused chunks
+        when :attr:`reranking`, the first ``max(k, settings.rerank_candidates)`` fused chunks
         are reordered by the cross-encoder (:mod:`sleuth.retrieval.rerank`; their score is
         then its sigmoid, in (0, 1)). Both are preceded by the sections the query names
         explicitly ("section 26 of the Bharatiya Nagarik Suraksha Sanhita", "See section
@@ -201,7 +209,7 @@ class KnowledgeBase:
         vector = self._query_vector(collection, index, query)
         if mode == "dense":
             return index.search_dense(vector, k, doc_ids)
-        reranker = self.cross_encoder
+        reranker = self.cross_encoder if self.reranking else None
         if reranker is None:
             fused = index.search_hybrid(query, vector, k, doc_ids)
         else:
