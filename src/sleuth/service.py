@@ -241,7 +241,11 @@ class AgentService:
         self.kb.index(collection)  # unknown collection / model mismatch fail here, cleanly
         task_id = task_id or uuid.uuid4().hex
         emitter = EventEmitter(task_id, sinks)
-        ctx = RunContext(collection=collection, user_id=user_id)
+        ctx = RunContext(
+            collection=collection,
+            user_id=user_id,
+            scorer=self.kb.cross_encoder if self.kb.reranking else None,
+        )
         if named_documents(query):  # the answer must come from the document it names
             ctx.documents = [
                 d.title or d.doc_id

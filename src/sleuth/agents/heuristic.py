@@ -21,6 +21,7 @@ from sleuth.agents.safety import unsafe_reason
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.retrieval.hops import main_title
+from sleuth.retrieval.rerank import sigmoid
 from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import coverage, key_phrase, polarity, sentences, terms
 from sleuth.tools.base import RunContext, ToolRegistry
@@ -114,6 +115,36 @@ def title_named(q_terms: set[str], chunks: list[Chunk]) -> float:
     return 1.0 + TITLE_TERM_WEIGHT * len(own) if own and own <= q_terms else 0.0
 
 
+MODEL_RANK_CHUNKS = 2
+"""Chunks per section the cross-encoder reads when ranking sections (a section's opening
+holds its rule)."""
+
+
+def _model_ranked(
+    question: str, ctx: RunContext, titled: dict[str, float], numbers: set[str]
+) -> list[str]:
+    """Retrieved section ids ranked by the cross-encoder's relevance of their best chunk (of
+    the first :data:`MODEL_RANK_CHUNKS`) to ``question``, in (0, 1); a section the question
+    names by number (:data:`NAMED_NUMBER_WEIGHT`) or by its whole title
+    (:func:`title_named`) still comes first."""
+    pairs = [
+        (sid, chunk)
+        for sid, chunks in ctx.retrieved.items()
+        for chunk in chunks[:MODEL_RANK_CHUNKS]
+    ]
+    logits = ctx.scorer.logits(question, [c.index_text() for _, c in pairs])
+    best: dict[str, float] = {}
+    for (sid, _), logit in zip(pairs, logits, strict=True):
+        best[sid] = max(best.get(sid, 0.0), sigmoid(logit))
+    scored = [
+        (sid, relevance + titled[sid] + (NAMED_NUMBER_WEIGHT if _is_named(sid, numbers) else 0))
+        for sid, relevance in best.items()
+    ]
+    order = {sid: i for i, sid in enumerate(ctx.retrieved)}
+    scored.sort(key=lambda item: (-item[1], order[item[0]]))
+    return [sid for sid, _ in scored]
+
+
 def stated_coverage(question: str, q_terms: set[str], text: str) -> float:
     """Share of the question's terms ``text`` states, in [0, 1]: as
     :func:`~sleuth.retrieval.text.coverage`, plus the terms it affirms through an excepted
@@ -153,6 +184,9 @@ def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
         named = NAMED_NUMBER_WEIGHT if _is_named(sid, numbers) else 0.0
         score = full + 0.5 * title + titled[sid] + named - 0.02 * order
         scored.append((sid, full, score))
+    if ctx.scorer is not None and scored:
+        full = {sid: value for sid, value, _ in scored}
+        return [(sid, full[sid]) for sid in _model_ranked(question, ctx, titled, numbers)]
     scored.sort(key=lambda item: -item[2])
     return [(sid, full) for sid, full, _ in scored]
 

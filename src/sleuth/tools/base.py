@@ -66,6 +66,10 @@ class RunContext:
     withheld: dict[str, str] = field(default_factory=dict)
     """Evidence sentences kept out of extractive answers (prompt injection, secrets: see
     :mod:`sleuth.agents.safety`) → why; reported in the trace by the citation check."""
+    scorer: Any = None
+    """The run's cross-encoder (:class:`~sleuth.retrieval.rerank.CrossEncoder`) when search
+    results are reranked: the sections the reader sees are then ranked by it too
+    (:func:`~sleuth.agents.heuristic.rank_sections`); ``None`` ranks them by term coverage."""
     external_tools: set[str] = field(default_factory=set)
     """Tools outside the knowledge base (MCP) the run called: their results are evidence
     no section can cite, so an answer's uncited sentences are then kept (listed)."""
