@@ -92,6 +92,12 @@ def test_long_reply_reads_answer_then_points_and_declines() -> None:
     assert draft.answer_text.startswith("No, a ferry may not sail in a storm [1].")
     assert draft.answer_text.endswith("[2].")
     assert draft.citations == ["1", "2"]
+    echoed = draft_from_long_text(
+        "Yes, [HC_S4] HC_S4 · Harbour code > Section 4. Storms [HC_S4].\n"
+        "- No ferry shall sail in a storm [HC_S4]."
+    )
+    assert echoed is not None and "·" not in echoed.answer_text
+    assert echoed.answer_text.endswith("No ferry shall sail in a storm [HC_S4].")
     declined = draft_from_long_text("Insufficient context: the evidence is about taxes.")
     assert declined is not None and declined.is_insufficient_context
 

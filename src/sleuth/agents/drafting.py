@@ -156,6 +156,12 @@ def draft_from_text(text: str) -> AnswerDraft | None:
     )
 
 
+_INLINE_ECHO = re.compile(r"(?:\[[^\]\n]{1,40}\]\s*)?[\w.-]+ · [^\n\[]*")
+"""An evidence header copied into a sentence (``[2] BNS_S15 · … > Section 15. Act of Judge``):
+the ``·`` is the evidence layout's own, never an answer's."""
+_NOT_EMPTY = re.compile(r"[^\W_]{2,}")
+
+
 def draft_from_long_text(text: str, cut: bool = False) -> AnswerDraft | None:
     """Read a long-form answer (the answer sentence, then ``- `` points with their evidence
     numbers): labels and fences removed, "Insufficient context: …" recognised, and the text
@@ -169,10 +175,11 @@ def draft_from_long_text(text: str, cut: bool = False) -> AnswerDraft | None:
     if embedded is not None:
         return embedded
     lines = [
-        _EXPLANATION.sub("", _ANSWER_LABEL.sub("", line, count=1), count=1)
+        _EXPLANATION.sub("", _ANSWER_LABEL.sub("", _INLINE_ECHO.sub("", line), count=1), count=1)
         for line in clean_answer_text(stripped).splitlines()
         if not _ECHO.match(line) and not _FACTS_LINE.match(line)
     ]
+    lines = [line for line in lines if _NOT_EMPTY.search(_NUMBER_MARKER.sub("", line))]
     prose = _trail(complete_sentences("\n".join(lines).strip(), cut=cut))
     if not prose:
         return None
