@@ -4,7 +4,8 @@ Every number the README and bench/README report for the reader comes from here: 
 reads each ``bench/results/reader-*.jsonl`` (first line: the run's metadata; then one record
 per question, written by ``bench/bench_reader.py``), aggregates it, and prints Markdown.
 With ``--write`` it replaces the block between ``<!-- reader-results:begin -->`` and
-``<!-- reader-results:end -->`` in bench/README.md (no hand-pasted numbers).
+``<!-- reader-results:end -->`` in README.md (the ``test`` split) and bench/README.md (every
+split) — no hand-pasted numbers.
 
     python bench/results_tables.py            # print
     python bench/results_tables.py --write    # regenerate bench/README.md's block
@@ -21,7 +22,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-README = REPO / "bench" / "README.md"
+READMES = (REPO / "README.md", REPO / "bench" / "README.md")
 BEGIN, END = "<!-- reader-results:begin -->", "<!-- reader-results:end -->"
 
 
@@ -70,12 +71,12 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def reader_table(files: Sequence[Path]) -> str:
-    """One Markdown row per results file, grouped by split."""
+def reader_table(files: Sequence[Path], split: str | None = None) -> str:
+    """One Markdown row per results file (only ``split``'s when given), grouped by split."""
     rows = []
     for path in files:
         meta, records = load(path)
-        if not records:
+        if not records or (split is not None and meta.get("split") != split):
             continue
         row = measures(records)
         rows.append(
@@ -104,20 +105,24 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="update bench/README.md")
     args = parser.parse_args()
     files = sorted(RESULTS.glob("reader-*.jsonl"))
-    block = (
-        "Judged statute set (`bench/data/statutes_judged.jsonl`), from `bench/results/"
-        "reader-*.jsonl` by `bench/results_tables.py`:\n\n" + reader_table(files)
+    intro = (
+        "From `bench/results/reader-*.jsonl` by `bench/results_tables.py`; key facts, gold "
+        "cited, no ungrounded, declined w/ gold and verdict correct over the in-corpus "
+        "questions, mid-sentence over every answered run; p50/p95 per run, seconds.\n\n"
     )
-    print(block)
+    blocks = {
+        READMES[0]: intro + reader_table(files, "test"),
+        READMES[1]: intro + reader_table(files),
+    }
+    print(blocks[READMES[1]])
     if args.write:
-        text = README.read_text(encoding="utf-8")
-        if BEGIN in text and END in text:
+        for path, block in blocks.items():
+            text = path.read_text(encoding="utf-8")
+            if BEGIN not in text or END not in text:
+                raise SystemExit(f"{path}: no {BEGIN} … {END} block to fill")
             head, rest = text.split(BEGIN, 1)
             tail = rest.split(END, 1)[1]
-            text = f"{head}{BEGIN}\n{block}\n{END}{tail}"
-        else:
-            text = f"{text.rstrip()}\n\n## Reader (judged statute set)\n\n{BEGIN}\n{block}\n{END}\n"
-        README.write_text(text, encoding="utf-8")
+            path.write_text(f"{head}{BEGIN}\n{block}\n{END}{tail}", encoding="utf-8")
 
 
 if __name__ == "__main__":
