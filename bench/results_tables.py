@@ -100,6 +100,32 @@ def reader_table(files: Sequence[Path], split: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def rerank_table(files: Sequence[Path]) -> str:
+    """Section hit@1/5, MRR@10 and ms per search with the reranker off and on, per question
+    set, from ``bench/results/rerank-<split>.jsonl`` (written by bench_rerank.py)."""
+    lines = [
+        "| split | set | questions | rerank | hit@1 | hit@5 | MRR@10 | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in files:
+        split = path.stem.removeprefix("rerank-")
+        records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x]
+        for name in sorted({r["set"] for r in records}):
+            group = [r for r in records if r["set"] == name]
+            for flag in ("off", "on"):
+                ranks = [r[f"rank_{flag}"] for r in group]
+                ms = sorted(r[f"ms_{flag}"] for r in group)
+                hit1 = sum(1 for x in ranks if x is not None and x <= 1) / len(ranks)
+                hit5 = sum(1 for x in ranks if x is not None and x <= 5) / len(ranks)
+                mrr = sum(1 / x for x in ranks if x is not None) / len(ranks)
+                p95 = ms[max(0, round(0.95 * len(ms)) - 1)]
+                lines.append(
+                    f"| {split} | {name} | {len(group)} | {flag} | {hit1:.3f} | {hit5:.3f} | "
+                    f"{mrr:.3f} | {statistics.median(ms):.0f} | {p95:.0f} |"
+                )
+    return "\n".join(lines) if len(lines) > 2 else "(no results)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="update bench/README.md")
@@ -110,9 +136,14 @@ def main() -> None:
         "cited, no ungrounded, declined w/ gold and verdict correct over the in-corpus "
         "questions, mid-sentence over every answered run; p50/p95 per run, seconds.\n\n"
     )
+    reranked = rerank_table(sorted(RESULTS.glob("rerank-*.jsonl")))
+    rerank_intro = (
+        "\n\nThe cross-encoder reranker alone (`bench/bench_rerank.py`: "
+        "`search_sections`, hybrid, k = 10, 30 fused chunks reranked; section-level gold):\n\n"
+    )
     blocks = {
-        READMES[0]: intro + reader_table(files, "test"),
-        READMES[1]: intro + reader_table(files),
+        READMES[0]: intro + reader_table(files, "test") + rerank_intro + reranked,
+        READMES[1]: intro + reader_table(files) + rerank_intro + reranked,
     }
     print(blocks[READMES[1]])
     if args.write:

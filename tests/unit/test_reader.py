@@ -223,3 +223,17 @@ def test_split_is_a_stable_half_by_id() -> None:
     assert in_split(questions, "all") == questions
     with pytest.raises(Exception, match="unknown split"):
         in_split(questions, "train")
+
+
+def test_a_preamble_of_statements_is_context_not_a_part() -> None:
+    from sleuth.agents.guided.agents import asked, is_multi_part, split_question
+
+    story = (
+        "I found a lost kite in the park and kept it without looking for its owner. "
+        "Have I broken a harbour rule?"
+    )
+    assert asked(story) == "Have I broken a harbour rule?"
+    assert not is_multi_part(story)
+    assert split_question(story) == ([], "")
+    two = "Who licenses ferries? And who inspects them?"
+    assert asked(two) == two and is_multi_part(two)

@@ -55,10 +55,6 @@ _MARKERS = re.compile(r"\s*\[[^\]\n]{1,200}\]")
 _FIRST_SENTENCE = re.compile(r"\s*(.+?(?:[.!](?:\s*\[[^\]\n]{1,200}\])*(?=\s)|\n|$))", re.S)
 _YES_NO = re.compile(r"^(yes|no)\b[\s,.;:!-]*", re.I)
 AnswerType = Literal["yes/no", "year", "date", "number"]
-_AUX_START = re.compile(
-    r"^\s*(?:are|is|was|were|do|does|did|can|could|has|have|had|will|would|should)\b", re.I
-)
-_LAST_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _CHOICE = re.compile(r"\b(?:or|between)\b", re.I)
 _CHOICE_OR_WH = re.compile(r"\b(?:or|what|which|who|whom|whose|when|where|why|how)\b", re.I)
 _YEAR_Q = re.compile(r"\b(?:what|which)\s+year\b", re.I)
@@ -187,12 +183,11 @@ def split_short_answer(draft: AnswerDraft) -> tuple[str | None, AnswerDraft]:
 
 def answer_type(question: str) -> AnswerType | None:
     """The shape a factoid question's short answer must have, when its wording says so:
-    ``yes/no`` (opens with an auxiliary verb, offers no choice and asks no wh-question:
-    "Are A and B both …?"; the question's last sentence is read),
+    ``yes/no`` (:func:`~sleuth.agents.reader.answer_kind`: "Are A and B both …?", "A has an
+    OBE. Does B have one?"),
     ``year`` ("in what year"), ``date`` ("when …"), ``number`` ("how many", "population");
     else None (who, which, what …: any entity)."""
-    last = _LAST_SENTENCE.split(question.strip())[-1]  # "A has an OBE. Does B have one?"
-    if any(_AUX_START.match(q) and not _CHOICE_OR_WH.search(q) for q in (question, last)):
+    if answer_kind(question) == "yes_no":
         return "yes/no"
     if _YEAR_Q.search(question):
         return "year"

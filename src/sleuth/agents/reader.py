@@ -77,7 +77,11 @@ def answer_kind(question: str) -> AnswerKind:
     q = " ".join(question.split())
     last = _LAST_SENTENCE.split(q)[-1]
     clause = last.rsplit(", ", 1)[-1]  # "If he attacks me, may I defend myself?"
-    if not _WH.search(last) and (_YES_NO.match(last) or _YES_NO.match(clause)):
+    # the whole question, its last sentence ("St. Louis" splits wrongly: both are read), or
+    # that sentence's last clause opens with the verb, and no wh-word asks for something else
+    if (_YES_NO.match(q) and not _WH.search(q)) or (
+        not _WH.search(last) and (_YES_NO.match(last) or _YES_NO.match(clause))
+    ):
         return "fact" if _CHOICE.search(last) else "yes_no"  # "Is it A or B?": a choice
     if _PROCEDURE.search(last):
         return "procedure"

@@ -278,13 +278,26 @@ def _split_and(question: str) -> tuple[str, str] | None:
     return None
 
 
+_STATEMENTS = re.compile(r"^(.*[.!])\s+([^.!?]+\?)\s*$", re.S)
+
+
+def asked(question: str) -> str:
+    """What a question asks: after a preamble of statements ("I found a purse and kept the
+    money. Have I committed an offence?") its last sentence — the preamble is context, not
+    parts to answer — else the whole question."""
+    match = _STATEMENTS.match(" ".join(question.split()))
+    return match.group(2) if match and "?" not in match.group(1) else question
+
+
 def is_multi_part(question: str) -> bool:
-    """Simple cues that a question asks several things.
+    """Simple cues that a question asks several things (read in :func:`asked`: a preamble
+    of statements is context).
 
     Two question marks; "... and what/how/is ..."; comparison words (difference, differ,
     compare, versus); "both X and Y"; "which ..., X or Y"; or a plain " and " joining two
     parts of ≥ 2 content terms each in a question that does not name a section.
     """
+    question = asked(question)
     if question.count("?") >= 2 or _AND_QUESTION.search(question):
         return True
     if (
@@ -581,9 +594,10 @@ def split_question(question: str) -> tuple[list[str], str]:
     Patterns, first match wins: several question marks; "..., and what/how/... ...";
     "between A and B" / "compare A and|with B" / "A vs B"; "... both A and B"; "which ...,
     A or B"; a plain " and " joining two parts of ≥ 2 content terms. ``([], "")`` when
-    nothing splits.
+    nothing splits. Only what the question :func:`asked` is split: a preamble of statements
+    is context.
     """
-    q = " ".join(question.split())
+    q = " ".join(asked(question).split())
     if q.count("?") >= 2:
         parts = [p.strip() for p in re.findall(r"[^?]+\?", q)]
         subs = [_sentence(p) for p in parts if _content_terms(p)]
