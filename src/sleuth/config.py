@@ -171,12 +171,13 @@ class Settings(BaseSettings):
         "word overlap and embeddings only)",
     )
     coverage_threshold: float = Field(
-        default=0.0,
+        default=0.007,
         ge=0.0,
         lt=1.0,
-        description="Decline when no retrieved passage reaches this cross-encoder relevance "
-        "to the question (0: off; on the judged statute set's dev split no threshold "
-        "separated natural in-corpus questions from out-of-scope ones)",
+        description="Decline an answer whose cited sections hold no sentence that reaches this "
+        "cross-encoder relevance to the question (a probability; 0: off). 0.007 (logit -5) "
+        "is the midpoint, in logits, between the most relevant out-of-scope answer and the "
+        "least relevant correctly cited one on the judged statute set's dev split",
     )
     rerank_candidates: int = Field(
         default=20, ge=1, le=200, description="Fused chunks the cross-encoder reranks per search"

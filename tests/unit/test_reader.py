@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from sleuth.agents.answer import Citation, GeneratedAnswer
+from sleuth.agents.answer import AnswerDraft, Citation, GeneratedAnswer
 from sleuth.agents.drafting import draft_from_long_text
-from sleuth.agents.finish import _rule_checked, digits, not_covered
+from sleuth.agents.finish import _rule_checked, digits, finish_answer, off_topic
 from sleuth.agents.reader import answer_kind, complete_sentences
 from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import negated, rule_verdict
@@ -167,17 +167,43 @@ def test_an_answer_without_a_verdict_gets_the_rules() -> None:
     assert fixed.answer_text.count("two lamps") == 1
 
 
-def test_coverage_declines_only_when_no_passage_is_relevant() -> None:
+def test_an_answer_resting_on_unrelated_sections_is_declined() -> None:
     ctx = ctx_with(
-        chunk("HC_S4", "No ferry shall carry passengers during a storm warning."),
-        chunk("HC_S9", "A ferry may carry goods at night with two lamps lit."),
+        chunk("HC_S4", "No ferry shall carry passengers during a storm warning.", "Storms"),
+        chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.", "Night"),
     )
-    checker = SupportChecker(cross_encoder=OverlapScorer())  # type: ignore[arg-type]
-    assert not_covered("Can a ferry carry goods at night?", ctx, checker, 0.5) is None
-    why = not_covered("How is income from shares taxed?", ctx, checker, 0.5)
-    assert why is not None and "HC_S4" in why and why.startswith("Insufficient context")
-    assert not_covered("How is income taxed?", ctx, SupportChecker(), 0.5) is None  # no model
-    assert not_covered("How is income from shares taxed?", ctx, checker, 0.0) is None  # off
+    checker = SupportChecker(cross_encoder=OverlapScorer(), coverage_threshold=0.1)  # type: ignore[arg-type]
+    quoted = GeneratedAnswer(
+        answer_text="A ferry may carry goods at night with two lamps lit [HC_S9].",
+        citations=[Citation(source_id="HC_S9", number=2)],
+    )
+    assert off_topic("Can a ferry carry goods at night?", quoted, ctx, checker) is None
+    why = off_topic("How is income from shares taxed?", quoted, ctx, checker)
+    assert why is not None and why.startswith("Insufficient context") and "HC_S9" in why
+    off = SupportChecker(cross_encoder=OverlapScorer(), coverage_threshold=0.0)  # type: ignore[arg-type]
+    assert off_topic("How is income from shares taxed?", quoted, ctx, off) is None
+    assert off_topic("How is income from shares taxed?", quoted, ctx, SupportChecker()) is None
+    # an MCP result is not a retrieved section: nothing to score, nothing declined
+    elsewhere = quoted.model_copy(update={"citations": [Citation(source_id="web:1")]})
+    assert off_topic("How is income from shares taxed?", elsewhere, ctx, checker) is None
+
+
+def test_a_faithful_quote_of_an_unrelated_section_is_not_shipped() -> None:
+    ctx = ctx_with(chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.", "Night"))
+    checker = SupportChecker(cross_encoder=OverlapScorer(), coverage_threshold=0.1)  # type: ignore[arg-type]
+    draft = AnswerDraft(
+        answer_text="A ferry may carry goods at night with two lamps lit [HC_S9].",
+        citations=["HC_S9"],
+    )
+    done = finish_answer(
+        "How is income from shares taxed?", draft, ctx, checker=checker, from_model=True
+    )
+    assert done.answer.is_insufficient_context and not done.answer.citations
+    assert done.status.value == "insufficient_context" and done.source == "replaced"
+    kept = finish_answer(
+        "May a ferry carry goods at night?", draft, ctx, checker=checker, from_model=True
+    )
+    assert not kept.answer.is_insufficient_context and kept.answer.citations
 
 
 def test_cross_encoder_support_judges_a_paraphrase() -> None:
@@ -237,3 +263,60 @@ def test_a_preamble_of_statements_is_context_not_a_part() -> None:
     assert split_question(story) == ([], "")
     two = "Who licenses ferries? And who inspects them?"
     assert asked(two) == two and is_multi_part(two)
+
+
+def test_a_short_form_reply_stopped_by_its_budget_keeps_whole_sentences() -> None:
+    from langchain_core.messages import AIMessage
+
+    from sleuth.agents.guided.agents import read_answer_reply
+
+    def fallback() -> AnswerDraft:
+        return AnswerDraft(answer_text="extractive", is_insufficient_context=True)
+
+    cut = AIMessage(
+        content="Answer: 40 days\nExplanation: A permit runs for forty days [1]. It may be "
+        "renewed once, for a further term of",
+        response_metadata={"finish_reason": "length"},
+    )
+    draft = read_answer_reply(cut, fallback).value
+    assert draft.answer_text == "A permit runs for forty days [1]."
+    assert draft.short_answer == "40 days"
+    fragment = AIMessage(
+        content="Answer: 40 days\nExplanation: A permit runs for forty",
+        response_metadata={"finish_reason": "length"},
+    )
+    assert read_answer_reply(fragment, fallback).value.answer_text == "40 days."
+
+
+def test_evidence_headers_copied_into_a_short_form_reply_are_removed() -> None:
+    from sleuth.agents.drafting import draft_from_text
+
+    draft = draft_from_text(
+        "A permit runs for forty days [1] HC_S9 · Test code > Section 9. Permits\n"
+        "It may be renewed once [2]."
+    )
+    assert draft is not None and "·" not in draft.answer_text
+    assert "forty days" in draft.answer_text and "renewed once [2]" in draft.answer_text
+
+
+def test_a_model_answer_never_ends_on_a_dangling_mark() -> None:
+    ctx = ctx_with(chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.", "Night"))
+    draft = AnswerDraft(
+        answer_text="A ferry may carry goods at night with two lamps lit [HC_S9],",
+        citations=["HC_S9"],
+    )
+    done = finish_answer("May a ferry carry goods at night?", draft, ctx, from_model=True)
+    assert not ends_mid_sentence(done.answer.answer_text)
+    assert done.answer.answer_text.rstrip().endswith(("]", "."))
+
+
+def test_a_verdict_given_with_its_reason_is_split_into_verdict_and_claim() -> None:
+    from sleuth.agents.finish import split_short_answer
+
+    draft = AnswerDraft(
+        answer_text="A ferry may carry goods at night with two lamps lit [HC_S9].",
+        short_answer="Yes, if two lamps are lit",
+    )
+    short, rest = split_short_answer(draft)
+    assert short == "Yes"
+    assert rest.answer_text.startswith("If two lamps are lit. A ferry may carry goods")

@@ -127,6 +127,11 @@ def _embedded_draft(text: str) -> AnswerDraft | None:
         return AnswerDraft(answer_text=value)
 
 
+_INLINE_ECHO = re.compile(r"(?:\[[^\]\n]{1,40}\]\s*)?[\w.-]+ · [^\n\[]*")
+"""An evidence header copied into a sentence (``[2] BNS_S15 · … > Section 15. Act of Judge``):
+the ``·`` is the evidence layout's own, never an answer's."""
+
+
 def draft_from_text(text: str) -> AnswerDraft | None:
     """Read a final answer from a model's plain reply: JSON if it holds an answer, else prose.
 
@@ -146,6 +151,7 @@ def draft_from_text(text: str) -> AnswerDraft | None:
     if labelled is not None:
         return labelled
     prose = _ANSWER_LABEL.sub("", clean_answer_text(stripped)).strip()
+    prose = "\n".join(_INLINE_ECHO.sub("", line) for line in prose.splitlines()).strip()
     if not prose:
         return None
     insufficient = bool(_INSUFFICIENT.search(prose)) and not cited_ids(prose)
@@ -156,9 +162,6 @@ def draft_from_text(text: str) -> AnswerDraft | None:
     )
 
 
-_INLINE_ECHO = re.compile(r"(?:\[[^\]\n]{1,40}\]\s*)?[\w.-]+ · [^\n\[]*")
-"""An evidence header copied into a sentence (``[2] BNS_S15 · … > Section 15. Act of Judge``):
-the ``·`` is the evidence layout's own, never an answer's."""
 _NOT_EMPTY = re.compile(r"[^\W_]{2,}")
 
 

@@ -24,18 +24,13 @@ from sleuth.agents.scope import decline, not_held
 from sleuth.agents.state import RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import rule_verdict
-from sleuth.retrieval.rerank import sigmoid
+from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import terms
+from sleuth.retrieval.text import sentences, terms
 from sleuth.tools.base import RunContext
 
 UNCITED = "the answer cited no section retrieved in this run"
-NOT_COVERED = "no retrieved section addresses the question (cross-encoder coverage)"
-COVERAGE_PER_SECTION = 2
-"""Chunks per retrieved section the coverage check reads (a section's opening holds its
-rule)."""
-COVERAGE_CHUNKS = 40
-"""Chunks the coverage check reads at most, in order of retrieval."""
+OFF_TOPIC = "the cited sections do not address the question (cross-encoder relevance)"
 RULE_SECTIONS = 5
 """Retrieved sections, after the cited ones, whose sentences a yes/no verdict may rest on."""
 OUT_OF_SCOPE = "the question names a document the collection does not hold"
@@ -54,6 +49,7 @@ Repair = Callable[[str, AnswerDraft], AnswerDraft | None]
 _MARKERS = re.compile(r"\s*\[[^\]\n]{1,200}\]")
 _FIRST_SENTENCE = re.compile(r"\s*(.+?(?:[.!](?:\s*\[[^\]\n]{1,200}\])*(?=\s)|\n|$))", re.S)
 _YES_NO = re.compile(r"^(yes|no)\b[\s,.;:!-]*", re.I)
+_DANGLING = re.compile(r"[\s,;:–—-]+$")
 AnswerType = Literal["yes/no", "year", "date", "number"]
 _CHOICE = re.compile(r"\b(?:or|between)\b", re.I)
 _CHOICE_OR_WH = re.compile(r"\b(?:or|what|which|who|whom|whose|when|where|why|how)\b", re.I)
@@ -158,6 +154,14 @@ def split_short_answer(draft: AnswerDraft) -> tuple[str | None, AnswerDraft]:
     """
     text = clean_answer_text(draft.answer_text)
     short = " ".join((draft.short_answer or "").split()).rstrip(".")
+    verdict = _YES_NO.match(short)
+    if verdict and len(short) > verdict.end():
+        # "Yes, they must tell him why": the verdict is the short answer, its reason a claim
+        # of the text, checked and cited like the others
+        reason = short[verdict.end() :].strip()
+        reason = reason[:1].upper() + reason[1:]
+        body = text if reason.lower() in text.lower() else f"{reason}. {text}".strip()
+        return verdict.group(1).capitalize(), draft.model_copy(update={"answer_text": body})
     if short:
         plain = _MARKERS.sub("", text)
         if plain.lower().startswith(short.lower()) and "[" not in text[: len(short) + 1]:
@@ -344,21 +348,6 @@ def finish_answer(
                 replaced=OUT_OF_SCOPE,
                 source="replaced" if from_model else "extractive",
             )
-    uncovered = (
-        not_covered(question, ctx, checker, checker.coverage_threshold if checker else 0.0)
-        if require_citations and stop_status is None
-        else None
-    )
-    if uncovered is not None:
-        declined = AnswerDraft(answer_text=uncovered, is_insufficient_context=True)
-        report = validate_citations(declined, ctx, checker, strict_grounding)
-        return FinishedAnswer(
-            answer=report.answer,
-            status=RunStatus.INSUFFICIENT_CONTEXT,
-            report=report,
-            replaced=NOT_COVERED,
-            source="replaced" if from_model else "extractive",
-        )
     short: str | None = None
     rounds = 0
     if from_model and not draft.is_insufficient_context:
@@ -407,6 +396,11 @@ def finish_answer(
         # remain: never shipped beside them as if the check had passed it
         answer = _without_ungrounded(answer, report)
         report.answer = answer
+    unrelated = off_topic(question, answer, ctx, checker) if require_citations else None
+    if unrelated is not None:
+        answer = GeneratedAnswer(answer_text=unrelated, is_insufficient_context=True)
+        report.answer = answer
+        replaced, short = OFF_TOPIC, None
     if short:
         short = readable_short_answer(short, ctx)
     if (
@@ -444,6 +438,9 @@ def finish_answer(
             answer.short_answer = short
             if not _MARKERS.sub("", answer.answer_text).lower().startswith(short.lower()):
                 answer.answer_text = f"{short}. {answer.answer_text}".strip()
+    if from_model and not answer.is_insufficient_context:
+        # citation edits can leave "… [S1]," or a fragment behind: the answer ends a sentence
+        answer.answer_text = complete_sentences(_DANGLING.sub("", answer.answer_text))
     if not require_citations:  # a conversational reply claims nothing from the evidence
         answer.ungrounded_sentences = []
     if error is not None and answer.is_insufficient_context:
@@ -500,35 +497,60 @@ def _without_ungrounded(answer: GeneratedAnswer, report: CitationReport) -> Gene
     return answer.model_copy(update={"answer_text": text, "ungrounded_sentences": left})
 
 
-def not_covered(
-    question: str, ctx: RunContext, checker: SupportChecker | None, threshold: float
-) -> str | None:
-    """Why the collection does not cover ``question``, or ``None`` when it may.
+RELEVANCE_SENTENCES = 40
+"""Sentences of each cited section the relevance check reads at most, from its start."""
+RELEVANCE_SENTENCE_CHARS = 400
+"""Characters of one sentence the relevance check reads (the cross-encoder reads ~160 tokens)."""
 
-    With a cross-encoder and a ``threshold`` above 0 (``settings.coverage_threshold``, held
-    by :attr:`SupportChecker.coverage_threshold`), the
-    question is scored against the first chunks of the sections the run retrieved (at most
-    :data:`COVERAGE_CHUNKS`); when none reaches ``threshold``, no retrieved passage is about
-    what the question asks, and the answer says so and names the closest sections. ``None``
-    without a cross-encoder, with threshold 0, without retrieved sections, or when a passage
-    is relevant.
+
+def cited_relevance(
+    question: str, answer: GeneratedAnswer, ctx: RunContext, scorer: CrossEncoder
+) -> float | None:
+    """How well the sections ``answer`` cites address ``question``: the cross-encoder's best
+    probability over their sentences (each read with its section's title) that the sentence
+    answers the question — sigmoid of the logit, in (0, 1). ``None`` when no cited section
+    was retrieved in this run (an MCP tool's result, say).
+
+    Sentences, not whole chunks, are scored: a statute section's answer is one sentence among
+    many provisos, and a chunk's head says little about the rest.
     """
-    if checker is None or checker.cross_encoder is None or not ctx.retrieved or threshold <= 0:
+    passages: list[str] = []
+    for sid in dict.fromkeys(c.source_id for c in answer.citations):
+        chunks = ctx.retrieved.get(sid) or []
+        if not chunks:
+            continue
+        title = chunks[0].title_path[-1] if chunks[0].title_path else chunks[0].heading
+        said = sentences(join_parts(list(chunks)))[:RELEVANCE_SENTENCES]
+        passages.extend(f"{title}. {s[:RELEVANCE_SENTENCE_CHARS]}" for s in said or [title])
+    if not passages:
         return None
-    chunks = [c for group in ctx.retrieved.values() for c in group[:COVERAGE_PER_SECTION]]
-    chunks = chunks[:COVERAGE_CHUNKS]
-    logits = checker.cross_encoder.logits(question, [c.index_text() for c in chunks])
-    best = max(range(len(chunks)), key=lambda i: logits[i])
-    if sigmoid(logits[best]) >= threshold:
+    return sigmoid(max(scorer.logits(question, passages)))
+
+
+def off_topic(
+    question: str, answer: GeneratedAnswer, ctx: RunContext, checker: SupportChecker | None
+) -> str | None:
+    """Why ``answer`` must be declined as not about ``question``, or ``None``.
+
+    With a cross-encoder and ``checker.coverage_threshold`` above 0, an answer whose cited
+    sections hold no sentence that reaches the threshold (:func:`cited_relevance`) rests on
+    sections about other matters: the claims may be quoted faithfully (so the support check
+    passes them) while the question is about something the collection does not hold. The
+    reason names the cited sections and the retrieved ones most relevant to the question.
+    """
+    threshold = checker.coverage_threshold if checker is not None else 0.0
+    if checker is None or checker.cross_encoder is None or threshold <= 0:
         return None
-    closest = list(
-        dict.fromkeys(
-            chunks[i].source_id for i in sorted(range(len(chunks)), key=lambda i: -logits[i])
-        )
-    )[:3]
+    if answer.is_insufficient_context or not answer.citations:
+        return None
+    score = cited_relevance(question, answer, ctx, checker.cross_encoder)
+    if score is None or score >= threshold:
+        return None
+    cited = ", ".join(dict.fromkeys(c.source_id for c in answer.citations))
     return (
-        "Insufficient context: no retrieved section addresses this question; the closest "
-        f"sections found ({', '.join(closest)}) are about other matters."
+        f"Insufficient context: the sections this answer would rest on ({cited}) are about "
+        "other matters (cross-encoder relevance to the question "
+        f"{score:.3f} < {threshold}); the knowledge base does not appear to cover this question."
     )
 
 

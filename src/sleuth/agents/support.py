@@ -139,9 +139,9 @@ class SupportChecker:
             collection; chunks it does not return are embedded.
         cross_encoder: scores semantic support instead of the embedder when given.
         cross_encoder_threshold: see :data:`CROSS_ENCODER_THRESHOLD`.
-        coverage_threshold: the least cross-encoder relevance of some retrieved passage to
-            the question for a run to answer (:func:`~sleuth.agents.finish.not_covered`;
-            0: not checked).
+        coverage_threshold: the least cross-encoder relevance to the question of some
+            sentence of the cited sections for an answer to stand
+            (:func:`~sleuth.agents.finish.off_topic`; 0: not checked).
     """
 
     def __init__(

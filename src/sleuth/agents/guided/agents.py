@@ -47,7 +47,7 @@ from sleuth.agents.guided.schemas import (
     Verdict,
 )
 from sleuth.agents.guided.structured import StructuredResult, call_structured
-from sleuth.agents.reader import OUTPUT_TOKENS, POINTS, answer_kind
+from sleuth.agents.reader import OUTPUT_TOKENS, POINTS, answer_kind, complete_sentences
 from sleuth.agents.support import ANSWER_WORDS
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.llm.toolcalls import ToolCallNormalizer
@@ -917,6 +917,18 @@ def was_cut(reply: Any) -> bool:
     return meta.get("finish_reason") == "length"
 
 
+def _whole(draft: AnswerDraft) -> AnswerDraft | None:
+    """A short-form draft the token budget stopped, cut back to its last complete sentence
+    (:func:`~sleuth.agents.reader.complete_sentences`); its short answer alone when no
+    sentence is complete; ``None`` when nothing is left."""
+    text = complete_sentences(draft.answer_text, cut=True)
+    if text:
+        return draft.model_copy(update={"answer_text": text})
+    if draft.short_answer:
+        return draft.model_copy(update={"answer_text": f"{draft.short_answer}."})
+    return None
+
+
 def read_answer_reply(
     reply: Any, fallback: Callable[[], AnswerDraft], long_form: bool = False
 ) -> StructuredResult[AnswerDraft]:
@@ -937,6 +949,8 @@ def read_answer_reply(
             draft = draft_from_long_text(parsed.text, cut=was_cut(reply))
         else:
             draft = draft_from_text(parsed.text)
+            if draft is not None and was_cut(reply):
+                draft = _whole(draft)
     if draft is None:
         return StructuredResult(value=fallback(), path="fallback", errors=errors or ["empty reply"])
     return StructuredResult(value=draft, path="llm", errors=errors)
