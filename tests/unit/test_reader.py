@@ -320,3 +320,27 @@ def test_a_verdict_given_with_its_reason_is_split_into_verdict_and_claim() -> No
     short, rest = split_short_answer(draft)
     assert short == "Yes"
     assert rest.answer_text.startswith("If two lamps are lit. A ferry may carry goods")
+
+
+def test_a_long_section_is_focused_on_the_sentences_that_answer() -> None:
+    from sleuth.agents.guided.agents import EvidenceSection, focused_evidence
+
+    filler = " ".join(
+        f"({n}) A harbour master keeps register number {n} open." for n in range(2, 40)
+    )
+    text = (
+        "(1) No ferry shall sail without a licence. "
+        + filler
+        + " (40) A ferry may carry goods at night with two lamps lit."
+    )
+    long = EvidenceSection("HC_S9", "Test code > Ferries", text, 1)
+    short = EvidenceSection("HC_S4", "Test code > Storms", "No ferry sails in a storm.", 2)
+    focused = focused_evidence(
+        "May a ferry carry goods at night?", [long, short], OverlapScorer(), chars=300
+    )
+    body = focused[0].text
+    assert body.startswith("(1) No ferry shall sail without a licence.")
+    assert "(40) A ferry may carry goods at night with two lamps lit." in body
+    assert "…" in body and len(body) <= 300
+    assert focused[1] == short  # a section that fits is read whole
+    assert focused_evidence("May a ferry carry goods?", [long], None)[0] == long

@@ -127,9 +127,17 @@ def _embedded_draft(text: str) -> AnswerDraft | None:
         return AnswerDraft(answer_text=value)
 
 
-_INLINE_ECHO = re.compile(r"(?:\[[^\]\n]{1,40}\]\s*)?[\w.-]+ · [^\n\[]*")
-"""An evidence header copied into a sentence (``[2] BNS_S15 · … > Section 15. Act of Judge``):
-the ``·`` is the evidence layout's own, never an answer's."""
+_INLINE_ECHO = re.compile(
+    r"(?:\[[^\]\n]{1,40}\]\s*)?[\w.-]+ · [^\n\[]*"
+    r"|[^\n\[]*\S\s>\s[^\n\[]*(?:\[[^\]\n]{1,40}\])?[.;,]?\s*"
+)
+"""An evidence header copied into a sentence (``[2] BNS_S15 · … > Section 15. Act of Judge``)
+or its title path alone (``The … Sanhita, 2023 > Section 480 [3].``): the ``·`` and the ``>``
+between titles are the evidence layout's own, never an answer's."""
+
+
+_NOT_EMPTY = re.compile(r"[^\W_]{2,}")
+_MARKER_TEXT = re.compile(r"\[[^\]\n]{1,200}\]")
 
 
 def draft_from_text(text: str) -> AnswerDraft | None:
@@ -152,6 +160,9 @@ def draft_from_text(text: str) -> AnswerDraft | None:
         return labelled
     prose = _ANSWER_LABEL.sub("", clean_answer_text(stripped)).strip()
     prose = "\n".join(_INLINE_ECHO.sub("", line) for line in prose.splitlines()).strip()
+    said = [_FACTS_LINE.sub(r"\1", _MARKER_TEXT.sub("", line)) for line in prose.splitlines()]
+    if not any(_NOT_EMPTY.search(line) for line in said):
+        return None  # only labels, markers and copied headers: nothing was answered
     if not prose:
         return None
     insufficient = bool(_INSUFFICIENT.search(prose)) and not cited_ids(prose)
@@ -160,9 +171,6 @@ def draft_from_text(text: str) -> AnswerDraft | None:
         citations=[] if insufficient else cited_ids(prose),
         is_insufficient_context=insufficient,
     )
-
-
-_NOT_EMPTY = re.compile(r"[^\W_]{2,}")
 
 
 def draft_from_long_text(text: str, cut: bool = False) -> AnswerDraft | None:

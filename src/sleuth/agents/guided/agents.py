@@ -766,6 +766,56 @@ an article's lead)."""
 GENERATION_SECTIONS = 5
 
 
+FOCUS_SENTENCES = 60
+"""Sentences of a long section the focus step scores at most, from its start."""
+FOCUS_SENTENCE_CHARS = 400
+"""Characters of one sentence the cross-encoder reads when focusing (it reads ~160 tokens)."""
+
+
+def focused_evidence(
+    question: str,
+    evidence: Sequence[EvidenceSection],
+    scorer: Any,
+    chars: int = GENERATION_EVIDENCE_CHARS,
+) -> list[EvidenceSection]:
+    """Each section longer than ``chars`` cut to the sentences that bear on ``question``.
+
+    A statute section's answer is often a proviso or a clause deep in a long text, past the
+    head the generator would otherwise read. Its first sentence (the rule) is kept; the
+    others (:func:`~sleuth.retrieval.text.sentences`: sentences and numbered clauses, at most
+    :data:`FOCUS_SENTENCES`) are scored against the question by ``scorer`` (a cross-encoder:
+    ``logits(query, passages) -> list[float]``, each passage read with its section's title)
+    and added best first while they fit in ``chars``; they are given in the section's order,
+    ``…`` marking what was left out. Sections that fit are unchanged; so is every section
+    when ``scorer`` is ``None``.
+    """
+    if scorer is None:
+        return list(evidence)
+    out = []
+    budget = chars - 20  # room for the "…" between the kept sentences
+    for e in evidence:
+        said = sentences(e.text)[:FOCUS_SENTENCES] if len(e.text) > chars else []
+        if len(said) < 2:
+            out.append(e)
+            continue
+        title = e.title.rsplit(" > ", 1)[-1]
+        logits = scorer.logits(question, [f"{title}. {s[:FOCUS_SENTENCE_CHARS]}" for s in said])
+        keep, used = {0}, len(said[0])
+        for i in sorted(range(1, len(said)), key=lambda i: -logits[i]):
+            if used + 1 + len(said[i]) <= budget:
+                keep.add(i)
+                used += 1 + len(said[i])
+        parts: list[str] = []
+        for i in sorted(keep):
+            if parts and i - 1 not in keep:
+                parts.append("…")
+            parts.append(said[i])
+        if max(keep) < len(said) - 1 or len(said) < len(sentences(e.text)):
+            parts.append("…")
+        out.append(EvidenceSection(e.source_id, e.title, " ".join(parts), e.number))
+    return out
+
+
 def generation_messages(
     question: str, evidence: Sequence[EvidenceSection], notes: Sequence[str] = ()
 ) -> list[BaseMessage]:

@@ -71,6 +71,7 @@ from sleuth.agents.events import (
 )
 from sleuth.agents.finish import finish_answer
 from sleuth.agents.guided.agents import (
+    GENERATION_SECTIONS,
     EvidenceSection,
     approx_tokens,
     compress_evidence,
@@ -78,6 +79,7 @@ from sleuth.agents.guided.agents import (
     evaluate_evidence,
     evidence_section,
     explained_draft,
+    focused_evidence,
     generate_draft,
     generation_messages,
     heuristic_compression,
@@ -966,7 +968,11 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     elif (chained := _chained(rt, state)) is not None:
         draft = chained
     else:
-        evidence = state.evidence or _generation_evidence(rt, state)
+        found = state.evidence or _generation_evidence(rt, state)
+        evidence = [
+            *focused_evidence(state.question, found[:GENERATION_SECTIONS], rt.ctx.scorer),
+            *found[GENERATION_SECTIONS:],
+        ]
         notes = []
         if len(state.targets) > 1:
             subs = "\n".join(f"- {q}" for q in state.targets)
