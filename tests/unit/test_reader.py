@@ -344,3 +344,22 @@ def test_a_long_section_is_focused_on_the_sentences_that_answer() -> None:
     assert "…" in body and len(body) <= 300
     assert focused[1] == short  # a section that fits is read whole
     assert focused_evidence("May a ferry carry goods?", [long], None)[0] == long
+
+
+def test_an_answer_citing_an_unrelated_section_is_re_cited_to_the_one_that_answers() -> None:
+    ctx = ctx_with(
+        chunk("HC_S2", "Harbour dues are paid every month by the owner.", "Dues"),
+        chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.", "Night"),
+    )
+    checker = SupportChecker(cross_encoder=OverlapScorer(), coverage_threshold=0.1)  # type: ignore[arg-type]
+    draft = AnswerDraft(
+        answer_text="Harbour dues are paid every month by the owner [HC_S2].",
+        citations=["HC_S2"],
+    )
+    done = finish_answer(
+        "Can a ferry carry goods at night?", draft, ctx, checker=checker, from_model=True
+    )
+    assert not done.answer.is_insufficient_context
+    assert [c.source_id for c in done.answer.citations] == ["HC_S9"]
+    assert "two lamps lit [HC_S9]" in done.answer.answer_text
+    assert done.replaced is not None and "rewritten" in done.replaced

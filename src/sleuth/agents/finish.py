@@ -31,6 +31,10 @@ from sleuth.tools.base import RunContext
 
 UNCITED = "the answer cited no section retrieved in this run"
 OFF_TOPIC = "the cited sections do not address the question (cross-encoder relevance)"
+RECITED = (
+    "the cited sections do not address the question; rewritten from the retrieved section "
+    "that does (cross-encoder relevance)"
+)
 RULE_SECTIONS = 5
 """Retrieved sections, after the cited ones, whose sentences a yes/no verdict may rest on."""
 OUT_OF_SCOPE = "the question names a document the collection does not hold"
@@ -398,9 +402,13 @@ def finish_answer(
         report.answer = answer
     unrelated = off_topic(question, answer, ctx, checker) if require_citations else None
     if unrelated is not None:
-        answer = GeneratedAnswer(answer_text=unrelated, is_insufficient_context=True)
+        assert checker is not None and checker.cross_encoder is not None
+        # re-cited from the retrieved section that does address the question, else declined
+        answer = recited(question, ctx, checker.cross_encoder) or GeneratedAnswer(
+            answer_text=unrelated, is_insufficient_context=True
+        )
         report.answer = answer
-        replaced, short = OFF_TOPIC, None
+        replaced, short = (RECITED if not answer.is_insufficient_context else OFF_TOPIC), None
     if short:
         short = readable_short_answer(short, ctx)
     if (
@@ -525,6 +533,54 @@ def cited_relevance(
     if not passages:
         return None
     return sigmoid(max(scorer.logits(question, passages)))
+
+
+RECITE_SECTIONS = 8
+"""Retrieved sections, in retrieval order, an off-topic answer may be re-cited from."""
+RECITE_SENTENCES = 2
+"""Sentences of that section a re-cited answer quotes at most."""
+RECITE_THRESHOLD = 0.5
+"""The least cross-encoder probability of the sentence a re-cited answer rests on: the
+model's own decision boundary (logit 0), not a fitted value."""
+
+
+def recited(question: str, ctx: RunContext, scorer: CrossEncoder) -> GeneratedAnswer | None:
+    """The answer rewritten from the retrieved section that does address ``question``, for
+    a model answer whose own citations do not (:func:`off_topic`): its sentences the
+    cross-encoder scores at least :data:`RECITE_THRESHOLD` (at most
+    :data:`RECITE_SENTENCES`, in the section's order), each cited. ``None`` when no sentence
+    of the first :data:`RECITE_SECTIONS` retrieved sections reaches it: then the collection
+    does not cover the question."""
+    pairs: list[tuple[str, str]] = []
+    passages: list[str] = []
+    for sid in list(ctx.retrieved)[:RECITE_SECTIONS]:
+        chunks = ctx.retrieved[sid]
+        if not chunks:
+            continue
+        title = chunks[0].title_path[-1] if chunks[0].title_path else chunks[0].heading
+        for said in sentences(join_parts(list(chunks)))[:RELEVANCE_SENTENCES]:
+            pairs.append((sid, said))
+            passages.append(f"{title}. {said[:RELEVANCE_SENTENCE_CHARS]}")
+    if not passages:
+        return None
+    logits = scorer.logits(question, passages)
+    best = max(range(len(pairs)), key=lambda i: logits[i])
+    if sigmoid(logits[best]) < RECITE_THRESHOLD:
+        return None
+    sid = pairs[best][0]
+    mine = [i for i in range(len(pairs)) if pairs[i][0] == sid]
+    top = sorted(mine, key=lambda i: -logits[i])[:RECITE_SENTENCES]
+    chosen = [i for i in sorted(top) if sigmoid(logits[i]) >= RECITE_THRESHOLD]
+    text = " ".join(f"{pairs[i][1].rstrip('.;:, ')} [{sid}]." for i in chosen)
+    chunks = ctx.retrieved[sid]
+    citation = Citation(
+        source_id=sid,
+        number=ctx.numbers.get(sid),
+        title=chunks[0].heading,
+        text=join_parts(list(chunks))[:CITATION_TEXT_CHARS],
+        support=round(sigmoid(logits[best]), 3),
+    )
+    return GeneratedAnswer(answer_text=text, citations=[citation])
 
 
 def off_topic(
