@@ -48,6 +48,14 @@ def ctx_with(*chunks: Chunk) -> RunContext:
     return ctx
 
 
+def ferry_rules(other: Chunk) -> tuple[RunContext, SupportChecker]:
+    """A run that retrieved ``other`` and the night-goods rule, and a checker with the
+    overlap double as its cross-encoder and a coverage threshold."""
+    night = chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.", "Night")
+    checker = SupportChecker(cross_encoder=OverlapScorer(), coverage_threshold=0.1)  # type: ignore[arg-type]
+    return ctx_with(other, night), checker
+
+
 @pytest.mark.parametrize(
     ("question", "kind"),
     [
@@ -168,11 +176,9 @@ def test_an_answer_without_a_verdict_gets_the_rules() -> None:
 
 
 def test_an_answer_resting_on_unrelated_sections_is_declined() -> None:
-    ctx = ctx_with(
-        chunk("HC_S4", "No ferry shall carry passengers during a storm warning.", "Storms"),
-        chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.", "Night"),
+    ctx, checker = ferry_rules(
+        chunk("HC_S4", "No ferry shall carry passengers during a storm warning.", "Storms")
     )
-    checker = SupportChecker(cross_encoder=OverlapScorer(), coverage_threshold=0.1)  # type: ignore[arg-type]
     quoted = GeneratedAnswer(
         answer_text="A ferry may carry goods at night with two lamps lit [HC_S9].",
         citations=[Citation(source_id="HC_S9", number=2)],
@@ -347,11 +353,9 @@ def test_a_long_section_is_focused_on_the_sentences_that_answer() -> None:
 
 
 def test_an_answer_citing_an_unrelated_section_is_re_cited_to_the_one_that_answers() -> None:
-    ctx = ctx_with(
-        chunk("HC_S2", "Harbour dues are paid every month by the owner.", "Dues"),
-        chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.", "Night"),
+    ctx, checker = ferry_rules(
+        chunk("HC_S2", "Harbour dues are paid every month by the owner.", "Dues")
     )
-    checker = SupportChecker(cross_encoder=OverlapScorer(), coverage_threshold=0.1)  # type: ignore[arg-type]
     draft = AnswerDraft(
         answer_text="Harbour dues are paid every month by the owner [HC_S2].",
         citations=["HC_S2"],
