@@ -400,7 +400,11 @@ def finish_answer(
         # remain: never shipped beside them as if the check had passed it
         answer = _without_ungrounded(answer, report)
         report.answer = answer
-    unrelated = off_topic(question, answer, ctx, checker) if require_citations else None
+    # model answers only: the extractive reader has its own word-coverage decline, and on a
+    # wrong but near section (the demo's Python question) the gate turned answers into declines
+    unrelated = (
+        off_topic(question, answer, ctx, checker) if require_citations and from_model else None
+    )
     if unrelated is not None:
         assert checker is not None and checker.cross_encoder is not None
         # re-cited from the retrieved section that does address the question, else declined
