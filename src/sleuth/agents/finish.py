@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,6 +28,7 @@ from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import sentences, terms
 from sleuth.tools.base import RunContext
+from sleuth.types import Chunk
 
 UNCITED = "the answer cited no section retrieved in this run"
 OFF_TOPIC = "the cited sections do not address the question (cross-encoder relevance)"
@@ -515,6 +516,17 @@ RELEVANCE_SENTENCE_CHARS = 400
 """Characters of one sentence the relevance check reads (the cross-encoder reads ~160 tokens)."""
 
 
+def _sentence_passages(chunks: Sequence[Chunk]) -> list[tuple[str, str]]:
+    """``(sentence, passage)`` for the first :data:`RELEVANCE_SENTENCES` sentences of a
+    section: the passage is the sentence read with its section's title, as the
+    cross-encoder scores it."""
+    if not chunks:
+        return []
+    title = chunks[0].title_path[-1] if chunks[0].title_path else chunks[0].heading
+    said = sentences(join_parts(list(chunks)))[:RELEVANCE_SENTENCES] or [title]
+    return [(x, f"{title}. {x[:RELEVANCE_SENTENCE_CHARS]}") for x in said]
+
+
 def cited_relevance(
     question: str, answer: GeneratedAnswer, ctx: RunContext, scorer: CrossEncoder
 ) -> float | None:
@@ -528,12 +540,7 @@ def cited_relevance(
     """
     passages: list[str] = []
     for sid in dict.fromkeys(c.source_id for c in answer.citations):
-        chunks = ctx.retrieved.get(sid) or []
-        if not chunks:
-            continue
-        title = chunks[0].title_path[-1] if chunks[0].title_path else chunks[0].heading
-        said = sentences(join_parts(list(chunks)))[:RELEVANCE_SENTENCES]
-        passages.extend(f"{title}. {s[:RELEVANCE_SENTENCE_CHARS]}" for s in said or [title])
+        passages.extend(p for _, p in _sentence_passages(ctx.retrieved.get(sid) or []))
     if not passages:
         return None
     return sigmoid(max(scorer.logits(question, passages)))
@@ -558,13 +565,9 @@ def recited(question: str, ctx: RunContext, scorer: CrossEncoder) -> GeneratedAn
     pairs: list[tuple[str, str]] = []
     passages: list[str] = []
     for sid in list(ctx.retrieved)[:RECITE_SECTIONS]:
-        chunks = ctx.retrieved[sid]
-        if not chunks:
-            continue
-        title = chunks[0].title_path[-1] if chunks[0].title_path else chunks[0].heading
-        for said in sentences(join_parts(list(chunks)))[:RELEVANCE_SENTENCES]:
+        for said, passage in _sentence_passages(ctx.retrieved[sid]):
             pairs.append((sid, said))
-            passages.append(f"{title}. {said[:RELEVANCE_SENTENCE_CHARS]}")
+            passages.append(passage)
     if not passages:
         return None
     logits = scorer.logits(question, passages)
