@@ -788,3 +788,38 @@ def test_are_x_and_y_both_questions_split_into_well_formed_parts() -> None:
 )
 def test_sub_questions_keep_their_subject(question: str, parts: list[str]) -> None:
     assert split_question(question)[0] == parts
+
+
+# ---------------------------------------------------------------- coverage: words vs meaning
+
+
+class KeywordScorer:
+    """A cross-encoder double: logit +4 for a passage holding ``word``, else -8."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+
+    def logits(self, query: str, passages: list[str]) -> list[float]:
+        return [4.0 if self.word in p.lower() else -8.0 for p in passages]
+
+
+# written for this test: it shares almost no word with the murder sections that answer it
+PARAPHRASED = "What happens to somebody who deliberately kills another human being?"
+
+
+@pytest.mark.parametrize(("word", "reads"), [("murder", True), ("zebra", False)])
+def test_a_word_coverage_decline_is_checked_by_the_cross_encoder(
+    app: Sleuth, word: str, reads: bool
+) -> None:
+    from sleuth.agents.support import SupportChecker
+
+    assert heuristic_verdict(PARAPHRASED, EVIDENCE).verdict == "INSUFFICIENT"
+    script = AgentScript(final_answer=["Death or imprisonment for life [BNS_S103]."])
+    checker = SupportChecker(cross_encoder=KeywordScorer(word), coverage_threshold=0.007)  # type: ignore[arg-type]
+    result, events, _ = run_guided(
+        app, PARAPHRASED, script.model, llm_agents="auto", checker=checker, max_refinements=0
+    )
+    assert bool(script.seen["final_answer"]) is reads
+    assert result.answer.is_insufficient_context is not reads
+    said = " ".join(thoughts(events))
+    assert ("the model reads the evidence" in said) is reads

@@ -12,7 +12,7 @@ from sleuth.agents.drafting import draft_from_long_text
 from sleuth.agents.finish import _rule_checked, digits, finish_answer, off_topic
 from sleuth.agents.reader import answer_kind, complete_sentences
 from sleuth.agents.support import SupportChecker
-from sleuth.agents.verdict import negated, rule_verdict
+from sleuth.agents.verdict import clauses, negated, rule_verdict
 from sleuth.eval.datasets import in_split, split_of
 from sleuth.eval.metrics import ends_mid_sentence, key_fact_share, stated_verdict
 from sleuth.retrieval.text import terms
@@ -115,6 +115,38 @@ def test_negation_parity() -> None:
     assert negated("A ferry cannot sail in a storm.")
     assert not negated("A ferry may sail at night.")
     assert not negated("Nothing in this rule does not apply.")  # two cues cancel
+    # a bound is not a negation: "not less than" / "not below the rank of" state a limit
+    assert not negated("A ferry shall carry not less than two lifeboats.")
+    assert negated("No ferry shall sail without a master not below the rank of mate.")
+
+
+def test_clauses_split_provisos_and_keep_short_openers() -> None:
+    assert clauses("Save in storms, no ferry shall sail at night, though a tug may.") == [
+        "Save in storms no ferry shall sail at night",
+        "though a tug may.",
+    ]
+    assert clauses("A ferry may sail.") == ["A ferry may sail."]
+
+
+def test_rule_verdict_reads_the_clause_that_answers() -> None:
+    sections = {
+        "HC_S7": [
+            chunk(
+                "HC_S7",
+                "When a ferry is inspected, its master shall be entitled to see the "
+                "inspector's warrant, though not to keep a copy of it.",
+            )
+        ]
+    }
+    rule = rule_verdict(
+        "Is the master entitled to see the inspector's warrant?",
+        sections,
+        ["HC_S7"],
+        OverlapScorer(),  # type: ignore[arg-type]
+        0.5,
+    )
+    assert rule is not None and rule.verdict == "yes"
+    assert rule.clause.startswith("its master shall be entitled")
 
 
 def test_rule_verdict_follows_the_most_relevant_sentence() -> None:

@@ -538,8 +538,17 @@ def cited_relevance(
     Sentences, not whole chunks, are scored: a statute section's answer is one sentence among
     many provisos, and a chunk's head says little about the rest.
     """
+    return sections_relevance(question, [c.source_id for c in answer.citations], ctx, scorer)
+
+
+def sections_relevance(
+    question: str, source_ids: Sequence[str], ctx: RunContext, scorer: CrossEncoder
+) -> float | None:
+    """The cross-encoder's best probability, in (0, 1), that a sentence of the retrieved
+    sections ``source_ids`` (each read with its section's title) answers ``question``;
+    ``None`` when none of them was retrieved in this run."""
     passages: list[str] = []
-    for sid in dict.fromkeys(c.source_id for c in answer.citations):
+    for sid in dict.fromkeys(source_ids):
         passages.extend(p for _, p in _sentence_passages(ctx.retrieved.get(sid) or []))
     if not passages:
         return None
@@ -643,7 +652,9 @@ def _rule_checked(
     said = stated_verdict(short or answer.answer_text)
     verdict = rule.verdict.capitalize()
     quoted = f"{rule.sentence.rstrip('.;:')} [{rule.source_id}]."
-    why = f"'{rule.sentence[:160]}' [{rule.source_id}], relevance {rule.score:.2f}"
+    why = f"'{rule.sentence[:160]}' [{rule.source_id}], relevance {rule.score:.2f}" + (
+        f", read in its clause '{rule.clause[:120]}'" if rule.clause != rule.sentence else ""
+    )
     if said == rule.verdict:
         return answer, short, f"confirmed {rule.verdict}: {why}"
     if said is None:

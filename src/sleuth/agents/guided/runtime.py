@@ -69,7 +69,7 @@ from sleuth.agents.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from sleuth.agents.finish import finish_answer
+from sleuth.agents.finish import finish_answer, sections_relevance
 from sleuth.agents.guided.agents import (
     GENERATION_SECTIONS,
     EvidenceSection,
@@ -230,6 +230,8 @@ class _Run:
     lock: threading.Lock = field(default_factory=threading.Lock)
     llm_agents: LLMAgents = "auto"
     generation: tuple[str, list[EvidenceSection], list[str]] | None = None
+    overall: Verdict | None = None
+    """The evidence's verdict for the whole question, decided once (:func:`_overall`)."""
 
     # ------------------------------------------------------------ records
 
@@ -382,6 +384,46 @@ def _aggregate(verdicts: list[CragVerdict | None]) -> Verdict:
     if names and all(n == "INSUFFICIENT" for n in names):
         return "INSUFFICIENT"
     return "PARTIAL"
+
+
+def _overall(rt: _Run, state: GuidedState) -> Verdict:
+    """The evidence's verdict on the whole question, once per run.
+
+    Without a model it is the evaluators' aggregate. With one, an INSUFFICIENT reached by
+    the word-coverage heuristic (the evaluator under ``llm_agents="auto"``) is not trusted to
+    decline unread: a paraphrased question ("too drunk to know what he was doing") shares few
+    words with the section that answers it. The cross-encoder then reads the top
+    :data:`MAX_READS` sections sentence by sentence
+    (:func:`~sleuth.agents.finish.sections_relevance`); at or above the coverage threshold
+    (``SLEUTH_COVERAGE_THRESHOLD``, the same one the finished answer is held to,
+    :func:`~sleuth.agents.finish.off_topic`) the verdict becomes PARTIAL and the model reads
+    the evidence; below it the run declines as before.
+    """
+    if rt.overall is not None:
+        return rt.overall
+    overall = _aggregate(state.verdicts) if state.verdicts else "PARTIAL"
+    checker = rt.checker
+    heuristic = not any(c.get("path") in ("llm", "llm_after_retry") for c in rt.crag)
+    if (
+        overall == "INSUFFICIENT"
+        and heuristic
+        and rt.model is not None
+        and checker is not None
+        and checker.cross_encoder is not None
+        and checker.coverage_threshold > 0
+    ):
+        top = rt.ranked(state.question)[:MAX_READS]
+        score = sections_relevance(state.question, top, rt.ctx, checker.cross_encoder)
+        if score is not None and score >= checker.coverage_threshold:
+            overall = "PARTIAL"
+            rt.think(
+                "The word-coverage verdict is INSUFFICIENT, but the cross-encoder finds a "
+                f"sentence of {', '.join(top)} relevant to the question ({score:.3f} ≥ "
+                f"{checker.coverage_threshold}): the model reads the evidence.",
+                agent="crag_evaluator",
+            )
+    rt.overall = overall
+    return overall
 
 
 def _timeout(rt: _Run, stage: str) -> dict[str, Any]:
@@ -797,7 +839,7 @@ def enrich(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         return _timeout(rt, "enrichment")
     started = time.perf_counter()
     assert state.route is not None and state.plan is not None
-    if state.verdicts and _aggregate(state.verdicts) == "INSUFFICIENT":
+    if _overall(rt, state) == "INSUFFICIENT":
         rt.think("Enrichment skipped: the evidence does not answer the question.")
         rt.timed("enrich", started)
         return {"evidence": _generation_evidence(rt, state), "next_step": "generate"}
@@ -945,8 +987,7 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     rt = _rt(config)
     rt.path.append("generate")
     started = time.perf_counter()
-    overall = _aggregate(state.verdicts) if state.verdicts else "PARTIAL"
-    if state.stop_status is None and overall == "INSUFFICIENT":
+    if state.stop_status is None and _overall(rt, state) == "INSUFFICIENT":
         rt.think(
             "Generation: the evaluator found the evidence insufficient after "
             f"{rt.refinements} refinement(s); answering 'insufficient context'.",

@@ -1,0 +1,148 @@
+"""The yes/no verdict reader: does the verdict read off the evidence agree with the law?
+
+For every yes/no question of the judged statute set (``bench/data/statutes_judged.jsonl``)
+and of the held-out yes/no set (``bench/data/statutes_yes_no.jsonl``, written after the
+reader was built, never used to choose anything), the BNS, BNSS and BSA are searched
+(``search_sections``, hybrid, reranked, k = 10) and
+:func:`sleuth.agents.verdict.rule_verdict` reads the verdict twice:
+
+- ``gold``: the gold sections read first (as when the answer cites them), then the
+  retrieved ones — the reading alone;
+- ``ranked``: the retrieved sections in rank order — what a run gets.
+
+Each is read two ways in the same run: ``sentence`` (negation parity over the whole rule
+sentence, every "not" a cue: the reader before clause focus) and ``clause`` (the current
+reader: the clause the cross-encoder finds most relevant, bounds such as "not less than" not
+counted). Reported per set and split: how often a verdict is given, and how often a given
+verdict agrees with the gold one. Records go to ``bench/results/verdict-<split>.jsonl``.
+No LLM; run it alone (2 cores), ~2 min with a kept index.
+
+    python bench/bench_verdict.py --split all --data-dir /tmp/sleuth-bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import ACTS_3, REPO, data_dir, print_header, statute_paths
+
+SETS = {
+    "judged": REPO / "bench" / "data" / "statutes_judged.jsonl",
+    "held-out yes/no": REPO / "bench" / "data" / "statutes_yes_no.jsonl",
+}
+COLLECTION = "verdict_bench"
+_CUE = re.compile(
+    r"\b(?:not|no|never|nothing|none|neither|nor|nobody|cannot)\b|n't\b", re.IGNORECASE
+)
+
+
+def sentence_parity(question: str, sentence: str) -> str:
+    """The verdict of the earlier reader: negation parity over the whole sentence."""
+
+    def odd(text: str) -> bool:
+        return len(_CUE.findall(text)) % 2 == 1
+
+    return "no" if odd(sentence) != odd(question) else "yes"
+
+
+def questions(split: str) -> list[dict[str, Any]]:
+    """The yes/no questions of both sets in ``split`` (a missing set file is skipped)."""
+    from sleuth.eval.datasets import split_of
+
+    out = []
+    for name, path in SETS.items():
+        if not path.is_file():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            item = json.loads(line)
+            if item.get("verdict") in ("yes", "no") and (
+                split == "all" or split_of(item["id"]) == split
+            ):
+                out.append({**item, "set": name, "split": split_of(item["id"])})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--split", choices=("dev", "test", "all"), default="all")
+    parser.add_argument("--data-dir", help="keep the index here (default: a temp dir)")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results"))
+    args = parser.parse_args()
+
+    from sleuth.agents.finish import RULE_SECTIONS
+    from sleuth.agents.support import CROSS_ENCODER_THRESHOLD
+    from sleuth.agents.verdict import rule_verdict
+    from sleuth.app import Sleuth
+    from sleuth.config import Settings
+
+    print_header("bench_verdict", [("split", args.split)])
+    items = questions(args.split)
+    records = []
+    with data_dir(args.data_dir, "sleuth-verdict-") as ddir:
+        app = Sleuth(Settings(data_dir=ddir, rerank="on", llm="heuristic"))
+        app.pipeline.ingest(statute_paths(ACTS_3), COLLECTION)
+        scorer = app.kb.cross_encoder
+        assert scorer is not None
+        for item in items:
+            hits = app.kb.search_sections(COLLECTION, item["question"], k=10)
+            ranked = [h.chunk.source_id for h in hits]
+            row: dict[str, Any] = {
+                k: item[k] for k in ("id", "set", "split", "verdict", "gold_source_ids")
+            }
+            row["gold_retrieved"] = any(g in ranked for g in item["gold_source_ids"])
+            for order_name, order in (
+                ("gold", [*item["gold_source_ids"], *ranked[:RULE_SECTIONS]]),
+                ("ranked", ranked[:RULE_SECTIONS]),
+            ):
+                sections = {sid: app.kb.section(COLLECTION, sid) for sid in dict.fromkeys(order)}
+                rule = rule_verdict(
+                    item["question"], sections, order, scorer, CROSS_ENCODER_THRESHOLD
+                )
+                row[order_name] = (
+                    None
+                    if rule is None
+                    else {
+                        "clause": rule.verdict,
+                        "sentence": sentence_parity(item["question"], rule.sentence),
+                        "source_id": rule.source_id,
+                        "score": round(rule.score, 3),
+                        "rule": rule.sentence[:200],
+                        "read": rule.clause[:200],
+                    }
+                )
+            records.append(row)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"verdict-{args.split}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    print(f"{len(records)} yes/no questions -> {path}\n")
+    print(
+        "| set | split | questions | sections read | reading | verdict given | "
+        "agrees (of given) | agrees (of all) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name in SETS:
+        for split in ("dev", "test"):
+            group = [r for r in records if r["set"] == name and r["split"] == split]
+            if not group:
+                continue
+            for order_name in ("gold", "ranked"):
+                given = [r for r in group if r[order_name] is not None]
+                for reading in ("sentence", "clause"):
+                    agree = sum(1 for r in given if r[order_name][reading] == r["verdict"])
+                    share = f"{agree / len(given):.2f}" if given else "—"
+                    print(
+                        f"| {name} | {split} | {len(group)} | {order_name} first | {reading} "
+                        f"| {len(given)} | {share} | {agree / len(group):.2f} |"
+                    )
+
+
+if __name__ == "__main__":
+    main()
