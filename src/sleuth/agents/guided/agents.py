@@ -185,14 +185,16 @@ def question_terms(question: str) -> set[str]:
 
 def format_evidence(
     evidence: Sequence[EvidenceSection],
-    chars: int = EVIDENCE_CHARS,
+    chars: int | Sequence[int] = EVIDENCE_CHARS,
     sections: int = MAX_EVIDENCE_SECTIONS,
 ) -> str:
     """Evidence as prompt text, per section: ``[n] source_id · title`` (``[source_id]
-    title`` for a section without a number) then its text cut to ``chars`` characters."""
+    title`` for a section without a number) then its text cut to ``chars`` characters (one
+    budget for all, or one per rank, the last repeated)."""
     blocks = []
-    for e in evidence[:sections]:
-        body = e.text if len(e.text) <= chars else e.text[: chars - 1].rstrip() + "…"
+    for rank, e in enumerate(evidence[:sections]):
+        limit = _budget(chars, rank)
+        body = e.text if len(e.text) <= limit else e.text[: limit - 1].rstrip() + "…"
         blocks.append(evidence_block(e.number, e.source_id, e.title, body))
     return "\n\n".join(blocks) or "(no evidence retrieved)"
 
@@ -760,10 +762,20 @@ def compress_evidence(
 # ---------------------------------------------------------------- generation
 
 
-GENERATION_EVIDENCE_CHARS = 1200
-"""Characters of each section's text the generator reads (its head: a section's main rule,
-an article's lead)."""
-GENERATION_SECTIONS = 5
+GENERATION_EVIDENCE_CHARS = (1200, 1200, 500, 500, 500)
+"""Characters of each section's text the generator reads, by rank: the two best sections up
+to 1,200 (a section's rule with its provisos, focused on the question by
+:func:`focused_evidence`), the next three ~500 (their rule and best sentence). Prompt
+evaluation is most of a local model's time (~1,300 prompt tokens a run at five × 1,200);
+after reranking the answer is in the first two sections in most runs."""
+GENERATION_SECTIONS = len(GENERATION_EVIDENCE_CHARS)
+
+
+def _budget(chars: int | Sequence[int], rank: int) -> int:
+    """The character budget of the section at 0-based ``rank`` (the last one repeats)."""
+    if isinstance(chars, int):
+        return chars
+    return chars[min(rank, len(chars) - 1)]
 
 
 FOCUS_SENTENCES = 60
@@ -776,9 +788,10 @@ def focused_evidence(
     question: str,
     evidence: Sequence[EvidenceSection],
     scorer: Any,
-    chars: int = GENERATION_EVIDENCE_CHARS,
+    chars: int | Sequence[int] = GENERATION_EVIDENCE_CHARS,
 ) -> list[EvidenceSection]:
-    """Each section longer than ``chars`` cut to the sentences that bear on ``question``.
+    """Each section longer than its budget ``chars`` (one for all, or one per rank) cut to
+    the sentences that bear on ``question``.
 
     A statute section's answer is often a proviso or a clause deep in a long text, past the
     head the generator would otherwise read. Its first sentence (the rule) is kept; the
@@ -792,9 +805,10 @@ def focused_evidence(
     if scorer is None:
         return list(evidence)
     out = []
-    budget = chars - 20  # room for the "…" between the kept sentences
-    for e in evidence:
-        said = sentences(e.text)[:FOCUS_SENTENCES] if len(e.text) > chars else []
+    for rank, e in enumerate(evidence):
+        limit = _budget(chars, rank)
+        budget = limit - 20  # room for the "…" between the kept sentences
+        said = sentences(e.text)[:FOCUS_SENTENCES] if len(e.text) > limit else []
         if len(said) < 2:
             out.append(e)
             continue
