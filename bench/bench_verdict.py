@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import ACTS_3, REPO, data_dir, print_header, statute_paths
+from results_tables import verdict_table
 
 SETS = {
     "judged": REPO / "bench" / "data" / "statutes_judged.jsonl",
@@ -123,25 +124,7 @@ def main() -> None:
     path = out / f"verdict-{args.split}.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     print(f"{len(records)} yes/no questions -> {path}\n")
-    print(
-        "| set | split | questions | sections read | reading | verdict given | "
-        "agrees (of given) | agrees (of all) |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for name in SETS:
-        for split in ("dev", "test"):
-            group = [r for r in records if r["set"] == name and r["split"] == split]
-            if not group:
-                continue
-            for order_name in ("gold", "ranked"):
-                given = [r for r in group if r[order_name] is not None]
-                for reading in ("sentence", "clause"):
-                    agree = sum(1 for r in given if r[order_name][reading] == r["verdict"])
-                    share = f"{agree / len(given):.2f}" if given else "—"
-                    print(
-                        f"| {name} | {split} | {len(group)} | {order_name} first | {reading} "
-                        f"| {len(given)} | {share} | {agree / len(group):.2f} |"
-                    )
+    print(verdict_table([path]))
 
 
 if __name__ == "__main__":

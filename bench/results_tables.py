@@ -126,6 +126,35 @@ def rerank_table(files: Sequence[Path]) -> str:
     return "\n".join(lines) if len(lines) > 2 else "(no results)"
 
 
+def verdict_table(files: Sequence[Path]) -> str:
+    """The yes/no verdict reader alone, from ``bench/results/verdict-<split>.jsonl``
+    (written by bench_verdict.py): per set, split, sections read first and reading, the
+    verdicts given and the share agreeing with the gold verdict (of those given, of all)."""
+    lines = [
+        "| set | split | questions | sections read | reading | verdict given | "
+        "agrees (of given) | agrees (of all) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    records = [
+        json.loads(x) for path in files for x in path.read_text(encoding="utf-8").splitlines() if x
+    ]
+    for name in dict.fromkeys(r["set"] for r in records):
+        for split in ("dev", "test"):
+            group = [r for r in records if r["set"] == name and r["split"] == split]
+            if not group:
+                continue
+            for order in ("gold", "ranked"):
+                given = [r for r in group if r[order] is not None]
+                for reading in ("sentence", "clause"):
+                    agree = sum(1 for r in given if r[order][reading] == r["verdict"])
+                    of_given = f"{agree / len(given):.2f}" if given else "—"
+                    lines.append(
+                        f"| {name} | {split} | {len(group)} | {order} first | {reading} | "
+                        f"{len(given)} | {of_given} | {agree / len(group):.2f} |"
+                    )
+    return "\n".join(lines) if len(lines) > 2 else "(no results)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="update bench/README.md")
@@ -141,9 +170,16 @@ def main() -> None:
         "\n\nThe cross-encoder reranker alone (`bench/bench_rerank.py`: "
         "`search_sections`, hybrid, k = 10, 30 fused chunks reranked; section-level gold):\n\n"
     )
+    verdicts = verdict_table(sorted(RESULTS.glob("verdict-*.jsonl")))
+    verdict_intro = (
+        '\n\nThe yes/no verdict reader alone (`bench/bench_verdict.py`, no LLM; "sentence": '
+        'negation parity over the whole rule sentence, the earlier reader; "clause": the '
+        "clause that answers, bounds not counted):\n\n"
+    )
+    tail = rerank_intro + reranked + verdict_intro + verdicts
     blocks = {
-        READMES[0]: intro + reader_table(files, "test") + rerank_intro + reranked,
-        READMES[1]: intro + reader_table(files) + rerank_intro + reranked,
+        READMES[0]: intro + reader_table(files, "test") + tail,
+        READMES[1]: intro + reader_table(files) + tail,
     }
     print(blocks[READMES[1]])
     if args.write:
