@@ -9,13 +9,13 @@ import pytest
 
 from sleuth.agents.answer import AnswerDraft, Citation, GeneratedAnswer
 from sleuth.agents.drafting import draft_from_long_text
-from sleuth.agents.finish import _rule_checked, digits, finish_answer, off_topic
+from sleuth.agents.finish import _rule_checked, finish_answer, off_topic
 from sleuth.agents.reader import answer_kind, complete_sentences
 from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import clauses, negated, rule_verdict
 from sleuth.eval.datasets import in_split, split_of
 from sleuth.eval.metrics import ends_mid_sentence, key_fact_share, stated_verdict
-from sleuth.retrieval.text import terms
+from sleuth.retrieval.text import digits, terms
 from sleuth.tools.base import RunContext
 from sleuth.types import Chunk
 
@@ -414,3 +414,23 @@ def test_an_answer_citing_an_unrelated_section_is_re_cited_to_the_one_that_answe
     assert [c.source_id for c in done.answer.citations] == ["HC_S9"]
     assert "two lamps lit [HC_S9]" in done.answer.answer_text
     assert done.replaced is not None and "rewritten" in done.replaced
+
+
+def test_a_two_fact_short_answer_is_explained_from_two_sections_in_words_or_digits() -> None:
+    from sleuth.agents.guided.agents import EvidenceSection, explain_from_evidence
+
+    evidence = [
+        EvidenceSection(
+            "HC_S3", "Code > Reports", "The master shall report within twenty-four hours.", 1
+        ),
+        EvidenceSection(
+            "HC_S8", "Code > Appeals", "An appeal lies within seven days of the order.", 2
+        ),
+        EvidenceSection("HC_S9", "Code > Lamps", "A ferry may carry goods at night.", 3),
+    ]
+    question = "How soon must the master report, and how long is there to appeal?"
+    said = explain_from_evidence(question, "24 hours, 7 days", ["1"], evidence)
+    assert "twenty-four hours [1]" in said and "seven days of the order [2]" in said
+    assert "[3]" not in said
+    # a fact no section holds is never dressed up with a cited sentence
+    assert explain_from_evidence(question, "24 hours, 30 days", ["1"], evidence) == ""

@@ -7,8 +7,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from text_to_num import alpha2digit
-
 from sleuth.agents.answer import AnswerDraft, Citation, GeneratedAnswer
 from sleuth.agents.citations import (
     CITATION_TEXT_CHARS,
@@ -26,7 +24,7 @@ from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import rule_verdict
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import sentences, terms
+from sleuth.retrieval.text import digits, sentences, terms
 from sleuth.tools.base import RunContext
 from sleuth.types import Chunk
 
@@ -292,13 +290,6 @@ def _short_supported(
         text = " ".join([chunks[0].heading if chunks else "", join_parts(chunks)])
         found.update(terms(digits(text)))
     return wanted <= found
-
-
-def digits(text: str) -> str:
-    """``text`` with English number words written as digits ("twenty-four hours" →
-    "24 hours"; ``text_to_num.alpha2digit``), so that a number matches however it is
-    written; lone "one" is kept (it is more often a pronoun)."""
-    return alpha2digit(text, "en")
 
 
 def finish_answer(

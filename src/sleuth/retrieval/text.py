@@ -35,6 +35,7 @@ from functools import lru_cache
 
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
+from text_to_num import alpha2digit
 
 ANALYZER_VERSION = 2
 """Version of :func:`analyze`'s output; stored with indexes built from it (1: ASCII only)."""
@@ -473,3 +474,10 @@ def polarity(question: str, text: str) -> tuple[set[str], set[str]]:
     if denied:
         denied -= set(terms(_NEGATED_COMPOUND.sub(" ", text)))
     return affirmed, denied - affirmed
+
+
+def digits(text: str) -> str:
+    """``text`` with English number words written as digits ("twenty-four hours" →
+    "24 hours"; ``text_to_num.alpha2digit``), so that a number matches however it is
+    written; lone "one" is kept (it is more often a pronoun)."""
+    return alpha2digit(text, "en")

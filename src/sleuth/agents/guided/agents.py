@@ -56,6 +56,7 @@ from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import (
     STOPWORDS,
     anchored_query,
+    digits,
     key_phrase,
     novel_query,
     once,
@@ -918,39 +919,43 @@ def explain_from_evidence(
     question: str, short: str, cited: Sequence[str], evidence: Sequence[EvidenceSection]
 ) -> str:
     """The cited explanation of a short answer the model backed with evidence numbers only
-    (``Facts: [1], [3]`` / ``Answer: Sandra Oh``): from each cited section, the sentence that
-    holds the most of the answer's terms, then of the question's, with its marker; at most
-    :data:`EXPLANATION_SENTENCES`. When no cited section holds the answer's terms, the other
-    sections are searched too (a small model often cites the wrong number); when none holds
-    them, ``""``: a sentence that only shares the question's words would dress an answer
-    from memory as a cited one. A yes/no answer, or one whose terms all come from the
-    question (an option of "X or Y"), is explained from the cited sections by the question's
-    terms. ``""`` also when no sentence shares a term with the answer or the question.
+    (``Facts: [1], [3]`` / ``Answer: Sandra Oh``): from each section that holds the answer,
+    the sentence that holds the most of the answer's terms, then of the question's, with its
+    marker; at most :data:`EXPLANATION_SENTENCES`.
+
+    The answer's terms (numbers in digits or words alike, :func:`~sleuth.retrieval.text.digits`:
+    "24 hours" is "twenty-four hours") must all be held by the cited sections together — an
+    answer of two facts ("24 hours, 7 days") may take each from another section. When the
+    cited ones do not hold them, the sections that do are taken instead, best covering
+    first (a small model often cites the wrong number); when no set of sections holds them,
+    ``""``: a sentence that only shares the question's words would dress an answer from
+    memory as a cited one. A yes/no answer, or one whose terms all come from the question
+    (an option of "X or Y"), is explained from the cited sections by the question's terms.
+    ``""`` also when no sentence shares a term with the answer or the question.
     """
     by_ref = {str(e.number): e for e in evidence if e.number is not None}
     by_ref.update({e.source_id: e for e in evidence})
     chosen = list(dict.fromkeys(by_ref[c] for c in cited if c in by_ref))
-    asked = set(terms(question))
+    asked = set(terms(digits(question)))
     # "Yes", or one of the options the question offers: no evidence need hold those words,
     # the cited sections (else those sharing most of the question's terms) explain them
-    wanted = set(terms(short)) - ANSWER_WORDS - asked
+    wanted = set(terms(digits(short))) - ANSWER_WORDS - asked
+    held = {id(e): set(terms(digits(f"{e.title} {e.text}"))) for e in evidence}
     if not wanted and not chosen:
-        overlap = sorted(evidence, key=lambda e: -len(asked & set(terms(f"{e.title} {e.text}"))))
-        chosen = overlap[:EXPLANATION_SENTENCES]
-
-    def holds_answer(e: EvidenceSection) -> bool:
-        return bool(wanted) and wanted <= set(terms(f"{e.title} {e.text}"))
-
-    if wanted and not any(holds_answer(e) for e in chosen):
-        chosen = [e for e in evidence if holds_answer(e)][:1]
-        if not chosen:  # no section holds the answer: nothing can explain it
+        chosen = sorted(evidence, key=lambda e: -len(asked & held[id(e)]))
+        chosen = chosen[:EXPLANATION_SENTENCES]
+    if wanted and not wanted <= set().union(*(held[id(e)] for e in chosen)):
+        chosen = _covering(wanted, evidence, held)
+        if not chosen:  # no sections hold the answer: nothing can explain it
             return ""
+    if wanted:  # only the sections that hold part of the answer explain it
+        chosen = [e for e in chosen if wanted & held[id(e)]]
     picked: list[tuple[int, int, str, EvidenceSection]] = []
     for e in chosen:
         scored = [
             (3 * len(wanted & found) + len(asked & found), -i, sent)
             for i, sent in enumerate(sentences(e.text))
-            if (found := set(terms(sent)))
+            if (found := set(terms(digits(sent))))
         ]
         if scored:
             score, position, sent = max(scored)
@@ -962,6 +967,22 @@ def explain_from_evidence(
         ref = e.number if e.number is not None else e.source_id
         out.append(f"{sent.rstrip().rstrip('.')} [{ref}].")
     return " ".join(out)
+
+
+def _covering(
+    wanted: set[str], evidence: Sequence[EvidenceSection], held: dict[int, set[str]]
+) -> list[EvidenceSection]:
+    """At most :data:`EXPLANATION_SENTENCES` sections that together hold every term of
+    ``wanted``, picked greedily (most still-missing terms first, evidence order on ties);
+    ``[]`` when no such set exists."""
+    missing, out = set(wanted), []
+    while missing and len(out) < EXPLANATION_SENTENCES:
+        best = max(evidence, key=lambda e: len(missing & held[id(e)]), default=None)
+        if best is None or not missing & held[id(best)]:
+            return []
+        out.append(best)
+        missing -= held[id(best)]
+    return out if not missing else []
 
 
 _ONLY_MARKERS = re.compile(r"^[\s,;.]*(?:\[[^\]]+\][\s,;.]*)*$")
