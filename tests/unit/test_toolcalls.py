@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 
 from sleuth.llm.toolcalls import ToolCallNormalizer, content_parts, message_text
@@ -151,3 +153,37 @@ def test_content_parts_join_text_and_keep_thinking_apart() -> None:
 def test_a_call_cut_off_by_the_token_limit_is_repaired() -> None:
     cut = '<tool_call>{"name": "rag_search", "arguments": {"query": "dowry death'
     assert _calls(AIMessage(content=cut)) == [("rag_search", {"query": "dowry death"})]
+
+
+# ---------------------------------------------------------------- reasoning shapes (property)
+
+_REASONING = st.text(
+    alphabet=st.characters(blacklist_characters="<>", blacklist_categories=("Cs",)), max_size=80
+)
+_DECOY = '{"name": "final_answer", "arguments": {"answer_text": "DECOY"}}'
+_REAL = '{"name": "rag_search", "arguments": {"query": "theft"}}'
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    thought=_REASONING,
+    tag=st.sampled_from(["think", "thinking", "reasoning", "THINK"]),
+    shape=st.sampled_from(["closed", "bare_close", "unclosed_after"]),
+    decoy=st.booleans(),
+)
+def test_reasoning_in_any_shape_never_reaches_text_or_calls(
+    thought: str, tag: str, shape: str, decoy: bool
+) -> None:
+    """A decoy call or answer written inside reasoning is never taken, whatever the shape:
+    ``<think>…</think>``, a bare ``</think>`` (the template opened it), or a reply that
+    answers first and then opens a reasoning block it never closes."""
+    inner = f"{thought} {_DECOY if decoy else ''} secretthought"
+    reply = {
+        "closed": f"<{tag}>{inner}</{tag}>{_REAL}",
+        "bare_close": f"{inner}</{tag}>{_REAL}",
+        "unclosed_after": f"{_REAL}<{tag}>{inner}",
+    }[shape]
+    text, thinking = content_parts(reply)
+    assert "secretthought" not in text and "DECOY" not in text
+    assert "secretthought" in thinking
+    assert _calls(AIMessage(content=reply)) == [("rag_search", {"query": "theft"})]

@@ -11,7 +11,8 @@ all the forms met in practice and returns one :class:`NormalizedReply`:
   "args": …}`` spellings and ``functions.NAME:{…}``; several calls in one reply;
 * content as a string or a list of parts (``text``, ``thinking``/``reasoning``, empty or
   ``None`` parts), plus ``<think>…</think>`` spans and ``reasoning_content``: text parts are
-  joined, thinking is kept apart (shown as a thought, never part of an answer).
+  joined, thinking is kept apart (shown as a thought, never part of an answer); a bare
+  ``</think>`` with no opening tag makes everything before it thinking.
 
 Arguments are checked against each tool's JSON schema where that can be done without the
 tool itself: an argument object encoded as a string is decoded; a string property that holds
@@ -35,6 +36,10 @@ import json_repair
 _NAME_KEYS = ("name", "tool", "tool_name", "function", "action")
 _ARG_KEYS = ("arguments", "args", "parameters", "input", "action_input", "tool_input")
 _THINK_SPAN = re.compile(r"<(think|thinking|reasoning)>(.*?)(?:</\1>|$)", re.S | re.I)
+_BARE_CLOSE = re.compile(r"(.*)</(?:think|thinking|reasoning)>", re.S | re.I)
+"""Text up to the last closing reasoning tag whose opening tag the server left out (some
+reasoning models' chat templates put ``<think>`` in the prompt, so only ``</think>`` comes
+back): all of it is reasoning."""
 _TOOL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S | re.I)
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)(?:```|$)", re.S)
 _FUNCTIONS_PREFIX = re.compile(r"functions\.([A-Za-z0-9_\-]+)\s*:?\s*(?=\{)")
@@ -129,6 +134,9 @@ def content_parts(content: Any, extra: Mapping[str, Any] | None = None) -> tuple
         return ""
 
     text = _THINK_SPAN.sub(pull, text)
+    if bare := _BARE_CLOSE.match(text):
+        thoughts.append(bare.group(1))
+        text = text[bare.end() :]
     return text.strip(), "\n".join(t.strip() for t in thoughts if t and t.strip())
 
 
