@@ -458,3 +458,19 @@ def test_tokens_are_reported_per_stage(tmp_path):
         "think": {"input_tokens": 1500, "output_tokens": 50, "total_tokens": 1550}
     }
     assert response.trace["timings_ms"]["think"] >= 0
+
+
+def test_replies_of_unclosed_reasoning_end_in_an_error_that_says_why(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Replies that only open a <think> block never call a tool nor answer: the model is
+    told so, and after the retries the run ends ``error`` with the reason in the trace and
+    an answer from the evidence — never a decoy from inside the reasoning."""
+    unclosed = AIMessage(content='<think>I should search. {"name": "final_answer"')
+    model = ScriptedChatModel([unclosed], repeat_last=True)
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    result = service.execute_agentic_search("What is the punishment for murder?", "test")
+    assert result.status == RunStatus.ERROR
+    error = result.trace["error"]
+    assert error is not None and "only reasoning" in error
+    observed = [s.content for s in result.reasoning_steps if s.step_type == AgentStepType.OBSERVE]
+    assert any("never closed" in str(o) for o in observed)
+    assert "final_answer" not in result.answer.answer_text

@@ -251,7 +251,13 @@ class LLMReasoner:
                 )
         elif not calls and not parsed.errors:
             draft = draft_from_text(parsed.text)
-            if draft is None:
+            if draft is None and parsed.thinking:
+                errors.append(
+                    "Error: the reply held only reasoning (a <think> block that never closed, "
+                    f"or nothing after it), no tool call and no answer. Call a tool or answer. "
+                    f"{FIX_HINT}"
+                )
+            elif draft is None:
                 errors.append(f"Error: empty reply. Call a tool or answer. {FIX_HINT}")
         if (
             draft is not None

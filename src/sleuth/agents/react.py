@@ -254,6 +254,9 @@ def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         update["parse_failures"] = failures
         if failures > MAX_OUTPUT_RETRIES:
             update["stop_status"] = RunStatus.ERROR
+            rt.error = f"the model's last {failures} replies could not be used: " + " ".join(
+                decision.errors
+            )
     else:
         fresh = [c for c in decision.tool_calls if _signature(c) not in rt.seen_calls]
         if decision.tool_calls and not fresh:
