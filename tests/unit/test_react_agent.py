@@ -474,3 +474,32 @@ def test_replies_of_unclosed_reasoning_end_in_an_error_that_says_why(tmp_path) -
     observed = [s.content for s in result.reasoning_steps if s.step_type == AgentStepType.OBSERVE]
     assert any("never closed" in str(o) for o in observed)
     assert "final_answer" not in result.answer.answer_text
+
+
+def test_an_index_of_another_embedding_model_ends_the_run_with_that_error(
+    tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A configuration error no call can get past ends the run at once with its message,
+    instead of the model retrying until 'repeated the same tool call'."""
+    from sleuth.errors import EmbeddingModelMismatch
+
+    app = make_app(
+        tmp_path,
+        reasoner=LLMReasoner(
+            ScriptedChatModel([tool_call("rag_search", {"query": "murder"})], repeat_last=True)
+        ),
+    )
+
+    def mismatch(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise EmbeddingModelMismatch("collection 'test' holds 64-d vectors, the model gives 384-d")
+
+    monkeypatch.setattr(app.kb, "search", mismatch)
+    result = app.agent.execute_agentic_search("What is the punishment for murder?", "test")
+    assert result.status == RunStatus.ERROR
+    assert "64-d vectors" in result.trace["error"]
+    assert len(result.tool_calls) == 1
+    guided = app.agent.execute_agentic_search(
+        "What is the punishment for murder?", "test", mode="guided"
+    )
+    assert guided.status == RunStatus.ERROR
+    assert "64-d vectors" in (guided.trace["error"] or "")

@@ -47,7 +47,7 @@ from sleuth.agents.reasoner import Decision, Reasoner
 from sleuth.agents.reflection import CRITIQUE_NOTE, MAX_REVISIONS, critique_draft
 from sleuth.agents.state import AgentState, AgentStep, AgentStepType, RunStatus, ToolCallRequest
 from sleuth.agents.support import SupportChecker
-from sleuth.errors import ToolError
+from sleuth.errors import ConfigError, ToolError
 from sleuth.tools.base import RunContext, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
@@ -208,7 +208,9 @@ def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     rt.ctx.stage = "think"
     started = time.perf_counter()
     stop: RunStatus | None = None
-    if time.monotonic() > rt.deadline:
+    if rt.error is not None:  # a tool met a configuration error: no call can succeed
+        stop = RunStatus.ERROR
+    elif time.monotonic() > rt.deadline:
         stop = RunStatus.TIMEOUT
     elif state.iteration_count >= state.max_iterations:
         stop = RunStatus.MAX_ITERATIONS
@@ -314,6 +316,9 @@ def act(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
                 result = tool.invoke(call.arguments, rt.ctx)
             except ToolError as exc:
                 result = ToolResult(ok=False, status=f"Error: {exc}. Please fix your mistakes.")
+            except ConfigError as exc:  # e.g. an index built with another embedding model
+                rt.error = f"{call.name} cannot run: {exc}"
+                result = ToolResult(ok=False, status=f"Error: {rt.error}")
             except Exception as exc:
                 result = ToolResult(
                     ok=False, status=f"Error: {call.name} failed: {type(exc).__name__}: {exc}"

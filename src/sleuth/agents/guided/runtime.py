@@ -100,7 +100,7 @@ from sleuth.agents.multihop import MAX_DEPTH, hop_starts
 from sleuth.agents.reader import answer_kind
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.support import SupportChecker
-from sleuth.errors import ToolError
+from sleuth.errors import ConfigError, ToolError
 from sleuth.llm.toolcalls import content_parts
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.text import novel_query, terms
@@ -281,7 +281,9 @@ class _Run:
     def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """Run one tool with the run's context, emitting ``tool_call`` / ``tool_result``.
 
-        Tool errors become a failed :class:`ToolResult` (never raised).
+        Tool errors become a failed :class:`ToolResult`; a :class:`~sleuth.errors.ConfigError`
+        (an index built with another embedding model …), which no other call can get past,
+        is raised: the run ends ``error`` with its message.
         """
         self.calls += 1
         call_id = f"g{self.calls}"
@@ -295,6 +297,8 @@ class _Run:
                 result = tool.invoke(arguments, self.ctx)
             except ToolError as exc:
                 result = ToolResult(ok=False, status=f"Error: {exc}")
+            except ConfigError:
+                raise
             except Exception as exc:
                 result = ToolResult(
                     ok=False, status=f"Error: {name} failed: {type(exc).__name__}: {exc}"
