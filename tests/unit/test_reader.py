@@ -194,6 +194,23 @@ def test_a_yes_that_contradicts_its_rule_is_overturned() -> None:
     assert note is not None and note.startswith("yes overturned to no")
 
 
+def test_a_confirmed_verdict_that_only_restates_the_question_gets_its_rule() -> None:
+    rule = chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.")
+    ctx = ctx_with(rule)
+    checker = SupportChecker(cross_encoder=OverlapScorer())  # type: ignore[arg-type]
+    answer = GeneratedAnswer(answer_text="Yes. My ferry may carry goods at night.", citations=[])
+    fixed, short, note = _rule_checked(
+        "May a ferry carry goods at night?", answer, "Yes", ctx, checker
+    )
+    assert short == "Yes"
+    assert fixed.answer_text == (
+        "Yes. A ferry may carry goods at night with two lamps lit [HC_S9].\n"
+        "My ferry may carry goods at night."
+    )
+    assert [c.source_id for c in fixed.citations] == ["HC_S9"]
+    assert note is not None and note.startswith("confirmed yes, its rule added")
+
+
 def test_an_answer_without_a_verdict_gets_the_rules() -> None:
     rule = chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.")
     ctx = ctx_with(rule)

@@ -629,8 +629,10 @@ def _rule_checked(
 
     An answer that opens with the other verdict is replaced by the verdict and the rule
     sentence, cited (its other sentences argued the overturned verdict); one that opens with
-    none gets the verdict first (and the rule sentence, when it does not quote it). Unchanged
-    without a cross-encoder or when no sentence plainly states the rule.
+    none gets the verdict first, and one that opens with the same verdict is kept; either is
+    followed by the rule sentence, cited, when it does not quote it (a verdict with a
+    restatement of the question — "Yes. I may meet my lawyer." — says nothing the user can
+    check). Unchanged without a cross-encoder or when no sentence plainly states the rule.
     """
     if checker is None or checker.cross_encoder is None:
         return answer, short, None
@@ -646,14 +648,18 @@ def _rule_checked(
     why = f"'{rule.sentence[:160]}' [{rule.source_id}], relevance {rule.score:.2f}" + (
         f", read in its clause '{rule.clause[:120]}'" if rule.clause != rule.sentence else ""
     )
-    if said == rule.verdict:
+    states_rule = rule.sentence[:60] in _MARKERS.sub("", answer.answer_text)
+    if said == rule.verdict and states_rule:
         return answer, short, f"confirmed {rule.verdict}: {why}"
-    if said is None:
-        body = _MARKERS.sub("", answer.answer_text)
-        text = (
-            answer.answer_text if rule.sentence[:60] in body else f"{quoted}\n{answer.answer_text}"
+    if said is None or said == rule.verdict:
+        # the verdict is followed by the rule it rests on, when the answer does not state it
+        rest = _YES_NO.sub("", answer.answer_text.strip(), count=1).strip()
+        text = rest if states_rule else f"{quoted}\n{rest}".strip()
+        note = (
+            f"stated {rule.verdict}: {why}"
+            if said is None
+            else f"confirmed {rule.verdict}, its rule added: {why}"
         )
-        note = f"stated {rule.verdict}: {why}"
     else:
         text = quoted
         note = f"{said} overturned to {rule.verdict}: {why}"
@@ -667,8 +673,9 @@ def _rule_checked(
             support=round(rule.score, 3),
         )
     ]
-    keep = answer.citations if said is None else cited
-    if said is None and not any(c.source_id == rule.source_id for c in keep):
+    overturned = said is not None and said != rule.verdict
+    keep = cited if overturned else answer.citations
+    if not overturned and not any(c.source_id == rule.source_id for c in keep):
         keep = [*cited, *keep]
     body = f"{verdict}. {text}".strip()
     fixed = answer.model_copy(
@@ -676,7 +683,7 @@ def _rule_checked(
             "answer_text": body,
             "short_answer": verdict,
             "citations": keep,
-            "ungrounded_sentences": [] if said is not None else answer.ungrounded_sentences,
+            "ungrounded_sentences": [] if overturned else answer.ungrounded_sentences,
         }
     )
     return fixed, verdict, note
