@@ -6,6 +6,7 @@ never copied into the project.
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import os
@@ -111,6 +112,26 @@ def bench_settings(data_dir: Path) -> Any:
         index_backend="local",
         llm="heuristic",
     )
+
+
+def write_records(folder: str | Path, name: str, records: Sequence[dict[str, Any]]) -> Path:
+    """``records`` as JSON lines to ``folder/name`` (the folder created); the path."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def split_parser(doc: str, default_split: str) -> argparse.ArgumentParser:
+    """The arguments every per-split statute bench takes: ``--split`` (dev, test or all; a
+    hash of each question id), ``--data-dir`` (keep the index there) and ``--out`` (the
+    folder of the JSONL records, ``bench/results``). ``doc``'s first paragraph describes it."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--split", choices=("dev", "test", "all"), default=default_split)
+    parser.add_argument("--data-dir", help="keep the index here (default: a temp dir)")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results"))
+    return parser
 
 
 @contextmanager

@@ -20,7 +20,6 @@ the added p50/p95 milliseconds per search are printed. Run it alone (2 cores).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -30,7 +29,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ACTS_3, REPO, STATUTES, data_dir, print_header, statute_paths
+from _common import (
+    ACTS_3,
+    REPO,
+    STATUTES,
+    data_dir,
+    print_header,
+    split_parser,
+    statute_paths,
+    write_records,
+)
 
 JUDGED = REPO / "bench" / "data" / "statutes_judged.jsonl"
 COLLECTION = "rerank_bench"
@@ -85,11 +93,7 @@ def rank_of(ids: list[str], gold: list[str]) -> int | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", choices=("dev", "test", "all"), default="test")
-    parser.add_argument("--data-dir", help="keep the index here (default: a temp dir)")
-    parser.add_argument("--out", default=str(REPO / "bench" / "results"))
-    args = parser.parse_args()
+    args = split_parser(__doc__, "test").parse_args()
 
     from sleuth.app import Sleuth
     from sleuth.config import Settings
@@ -113,10 +117,7 @@ def main() -> None:
                 row[f"ms_{flag}"] = round(1000 * (time.perf_counter() - t0), 1)
                 row[f"rank_{flag}"] = rank_of([h.chunk.source_id for h in hits], item["gold"])
             records.append(row)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"rerank-{args.split}.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    path = write_records(args.out, f"rerank-{args.split}.jsonl", records)
     print(f"{len(records)} questions -> {path}\n")
     print("| set | questions | rerank | hit@1 | hit@5 | MRR@10 | p50 ms | p95 ms |")
     print("|---|---|---|---|---|---|---|---|")

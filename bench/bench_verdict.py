@@ -22,7 +22,6 @@ No LLM; run it alone (2 cores), ~2 min with a kept index.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -31,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ACTS_3, REPO, data_dir, print_header, statute_paths
+from _common import ACTS_3, REPO, data_dir, print_header, split_parser, statute_paths, write_records
 from results_tables import verdict_table
 
 SETS = {
@@ -71,11 +70,7 @@ def questions(split: str) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", choices=("dev", "test", "all"), default="all")
-    parser.add_argument("--data-dir", help="keep the index here (default: a temp dir)")
-    parser.add_argument("--out", default=str(REPO / "bench" / "results"))
-    args = parser.parse_args()
+    args = split_parser(__doc__, "all").parse_args()
 
     from sleuth.agents.finish import RULE_SECTIONS
     from sleuth.agents.support import CROSS_ENCODER_THRESHOLD
@@ -119,10 +114,7 @@ def main() -> None:
                     }
                 )
             records.append(row)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"verdict-{args.split}.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    path = write_records(args.out, f"verdict-{args.split}.jsonl", records)
     print(f"{len(records)} yes/no questions -> {path}\n")
     print(verdict_table([path]))
 
