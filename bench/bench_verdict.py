@@ -6,9 +6,9 @@ reader was built, never used to choose anything), the BNS, BNSS and BSA are sear
 (``search_sections``, hybrid, reranked, k = 10) and
 :func:`sleuth.agents.verdict.rule_verdict` reads the verdict twice:
 
-- ``gold``: the gold sections read first (as when the answer cites them), then the
-  retrieved ones — the reading alone;
-- ``ranked``: the retrieved sections in rank order — what a run gets.
+- ``gold``: the gold sections alone — the reading alone, retrieval aside;
+- ``ranked``: the first :data:`~sleuth.agents.finish.RULE_SECTIONS` retrieved sections —
+  what a run gets when the answer cites none of them.
 
 Each is read two ways in the same run: ``sentence`` (negation parity over the whole rule
 sentence, every "not" a cue: the reader before clause focus) and ``clause`` (the current
@@ -94,7 +94,7 @@ def main() -> None:
             }
             row["gold_retrieved"] = any(g in ranked for g in item["gold_source_ids"])
             for order_name, order in (
-                ("gold", [*item["gold_source_ids"], *ranked[:RULE_SECTIONS]]),
+                ("gold", list(item["gold_source_ids"])),
                 ("ranked", ranked[:RULE_SECTIONS]),
             ):
                 sections = {sid: app.kb.section(COLLECTION, sid) for sid in dict.fromkeys(order)}

@@ -128,7 +128,7 @@ def rerank_table(files: Sequence[Path]) -> str:
 
 def verdict_table(files: Sequence[Path]) -> str:
     """The yes/no verdict reader alone, from ``bench/results/verdict-<split>.jsonl``
-    (written by bench_verdict.py): per set, split, sections read first and reading, the
+    (written by bench_verdict.py): per set, split, sections read and reading, the
     verdicts given and the share agreeing with the gold verdict (of those given, of all)."""
     lines = [
         "| set | split | questions | sections read | reading | verdict given | "
@@ -149,7 +149,7 @@ def verdict_table(files: Sequence[Path]) -> str:
                     agree = sum(1 for r in given if r[order][reading] == r["verdict"])
                     of_given = f"{agree / len(given):.2f}" if given else "—"
                     lines.append(
-                        f"| {name} | {split} | {len(group)} | {order} first | {reading} | "
+                        f"| {name} | {split} | {len(group)} | {order} | {reading} | "
                         f"{len(given)} | {of_given} | {agree / len(group):.2f} |"
                     )
     return "\n".join(lines) if len(lines) > 2 else "(no results)"
