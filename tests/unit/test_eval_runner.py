@@ -262,7 +262,9 @@ def test_an_evaluation_whose_first_runs_all_fail_stops_with_the_reason(tmp_path:
         run_eval(app, dataset(MURDER, THEFT, MURDER, THEFT), EvalConfig(mode="react"))
     message = str(info.value)
     assert message.startswith("the first 3 runs ended in status error, so the evaluation stopped:")
-    assert "the run ended in status error; last step:" in message and "rag_search" in message
+    # the reason is the run's trace.error: what went wrong, with the tool it concerns
+    assert "replies could not be used" in message and "must be a JSON object" in message
+    assert "rag_search" in message
     app.close()
 
 
