@@ -23,7 +23,6 @@ No LLM; run it alone (2 cores), ~2 min with a kept index.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,16 +37,15 @@ SETS = {
     "held-out yes/no": REPO / "bench" / "data" / "statutes_yes_no.jsonl",
 }
 COLLECTION = "verdict_bench"
-_CUE = re.compile(
-    r"\b(?:not|no|never|nothing|none|neither|nor|nobody|cannot)\b|n't\b", re.IGNORECASE
-)
 
 
 def sentence_parity(question: str, sentence: str) -> str:
     """The verdict of the earlier reader: negation parity over the whole sentence."""
 
-    def odd(text: str) -> bool:
-        return len(_CUE.findall(text)) % 2 == 1
+    from sleuth.agents.verdict import _NEGATION
+
+    def odd(text: str) -> bool:  # every cue counts, bounds ("not less than") too
+        return len(_NEGATION.findall(text)) % 2 == 1
 
     return "no" if odd(sentence) != odd(question) else "yes"
 

@@ -399,21 +399,6 @@ def test_a_long_section_is_focused_on_the_sentences_that_answer() -> None:
     assert "…" in body and len(body) <= 300
     assert focused[1] == short  # a section that fits is read whole
     assert focused_evidence("May a ferry carry goods?", [long], None)[0] == long
-    # budgets by rank: the same section gets less room lower down, the last budget repeats
-    ranked = focused_evidence(
-        "May a ferry carry goods at night?", [long, long, long], OverlapScorer(), chars=(600, 200)
-    )
-    assert all(len(e.text) <= cap for e, cap in zip(ranked, (600, 200, 200), strict=True))
-    assert len(ranked[0].text) > 300 > len(ranked[1].text)
-    assert all("two lamps lit" in e.text for e in ranked)
-
-
-def test_the_generator_prompt_cuts_lower_ranked_sections_shorter() -> None:
-    from sleuth.agents.guided.agents import EvidenceSection, format_evidence
-
-    texts = [EvidenceSection(f"HC_S{n}", "Code > Rule", "word " * 400, n) for n in (1, 2)]
-    blocks = format_evidence(texts, chars=(1000, 100)).split("\n\n")
-    assert len(blocks[0]) > 900 and len(blocks[1]) < 200
 
 
 def test_an_answer_citing_an_unrelated_section_is_re_cited_to_the_one_that_answers() -> None:

@@ -186,16 +186,14 @@ def question_terms(question: str) -> set[str]:
 
 def format_evidence(
     evidence: Sequence[EvidenceSection],
-    chars: int | Sequence[int] = EVIDENCE_CHARS,
+    chars: int = EVIDENCE_CHARS,
     sections: int = MAX_EVIDENCE_SECTIONS,
 ) -> str:
     """Evidence as prompt text, per section: ``[n] source_id · title`` (``[source_id]
-    title`` for a section without a number) then its text cut to ``chars`` characters (one
-    budget for all, or one per rank, the last repeated)."""
+    title`` for a section without a number) then its text cut to ``chars`` characters."""
     blocks = []
-    for rank, e in enumerate(evidence[:sections]):
-        limit = _budget(chars, rank)
-        body = e.text if len(e.text) <= limit else e.text[: limit - 1].rstrip() + "…"
+    for e in evidence[:sections]:
+        body = e.text if len(e.text) <= chars else e.text[: chars - 1].rstrip() + "…"
         blocks.append(evidence_block(e.number, e.source_id, e.title, body))
     return "\n\n".join(blocks) or "(no evidence retrieved)"
 
@@ -763,21 +761,14 @@ def compress_evidence(
 # ---------------------------------------------------------------- generation
 
 
-GENERATION_EVIDENCE_CHARS = (1200,) * 5
-"""Characters of each section's text the generator reads, by rank (each section focused on
-the question by :func:`focused_evidence` when longer). Budgets that fall with rank (1,200,
+GENERATION_EVIDENCE_CHARS = 1200
+"""Characters of each section's text the generator reads (each section focused on the
+question by :func:`focused_evidence` when longer). Budgets that fall with rank (1,200,
 1,200, then 500 for ranks 3–5) saved ~200 prompt tokens and ~3 s a run with the local 1.5B
 model, but on the judged set's dev split key facts fell 0.37 → 0.33 and gold cited
-0.57 → 0.51 (the small model declined more often with the shorter evidence), so every rank
-keeps 1,200."""
-GENERATION_SECTIONS = len(GENERATION_EVIDENCE_CHARS)
-
-
-def _budget(chars: int | Sequence[int], rank: int) -> int:
-    """The character budget of the section at 0-based ``rank`` (the last one repeats)."""
-    if isinstance(chars, int):
-        return chars
-    return chars[min(rank, len(chars) - 1)]
+0.57 → 0.51 (the small model declined more often with the shorter evidence), so every
+section keeps 1,200."""
+GENERATION_SECTIONS = 5
 
 
 FOCUS_SENTENCES = 60
@@ -790,10 +781,9 @@ def focused_evidence(
     question: str,
     evidence: Sequence[EvidenceSection],
     scorer: Any,
-    chars: int | Sequence[int] = GENERATION_EVIDENCE_CHARS,
+    chars: int = GENERATION_EVIDENCE_CHARS,
 ) -> list[EvidenceSection]:
-    """Each section longer than its budget ``chars`` (one for all, or one per rank) cut to
-    the sentences that bear on ``question``.
+    """Each section longer than ``chars`` cut to the sentences that bear on ``question``.
 
     A statute section's answer is often a proviso or a clause deep in a long text, past the
     head the generator would otherwise read. Its first sentence (the rule) is kept; the
@@ -807,10 +797,9 @@ def focused_evidence(
     if scorer is None:
         return list(evidence)
     out = []
-    for rank, e in enumerate(evidence):
-        limit = _budget(chars, rank)
-        budget = limit - 20  # room for the "…" between the kept sentences
-        said = sentences(e.text)[:FOCUS_SENTENCES] if len(e.text) > limit else []
+    budget = chars - 20  # room for the "…" between the kept sentences
+    for e in evidence:
+        said = sentences(e.text)[:FOCUS_SENTENCES] if len(e.text) > chars else []
         if len(said) < 2:
             out.append(e)
             continue
