@@ -823,3 +823,39 @@ def test_a_word_coverage_decline_is_checked_by_the_cross_encoder(
     assert result.answer.is_insufficient_context is not reads
     said = " ".join(thoughts(events))
     assert ("the model reads the evidence" in said) is reads
+
+
+def test_without_a_model_a_cross_encoder_answers_with_the_sentences_it_scores_best(
+    app: Sleuth,
+) -> None:
+    from sleuth.agents.support import SupportChecker
+
+    checker = SupportChecker(cross_encoder=KeywordScorer("murder"), coverage_threshold=0.007)  # type: ignore[arg-type]
+    result, events, _ = run_guided(
+        app, PARAPHRASED, None, llm_agents="auto", checker=checker, max_refinements=0
+    )
+    answer = result.answer
+    assert not answer.is_insufficient_context
+    assert "murder" in answer.answer_text.lower()
+    assert {c.source_id for c in answer.citations} <= {"BNS_S101", "BNS_S103"}
+    assert "answering from the evidence" in " ".join(thoughts(events))
+    # no sentence the cross-encoder finds relevant: the word-coverage decline stands
+    checker = SupportChecker(cross_encoder=KeywordScorer("zebra"), coverage_threshold=0.007)  # type: ignore[arg-type]
+    result, _, _ = run_guided(
+        app, PARAPHRASED, None, llm_agents="auto", checker=checker, max_refinements=0
+    )
+    assert result.answer.is_insufficient_context
+    # the words match but no sentence answers (the cross-encoder says so): declined, not
+    # answered from word overlap
+    assert heuristic_verdict("What is the punishment for murder?", EVIDENCE).verdict != (
+        "INSUFFICIENT"
+    )
+    result, _, _ = run_guided(
+        app,
+        "What is the punishment for murder?",
+        None,
+        llm_agents="auto",
+        checker=checker,
+        max_refinements=0,
+    )
+    assert result.answer.is_insufficient_context

