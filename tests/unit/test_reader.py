@@ -457,8 +457,7 @@ def test_an_answer_ends_with_the_sentence_that_answers_quoted_and_cited() -> Non
     )
     text = done.answer.answer_text
     assert text == (
-        "With two lamps [HC_S9].\n"
-        "(2) A ferry may carry goods at night with two lamps lit [HC_S9]."
+        "With two lamps [HC_S9].\n(2) A ferry may carry goods at night with two lamps lit [HC_S9]."
     )  # neither the licence rule nor the dues section answers the question
     assert [c.source_id for c in done.answer.citations] == ["HC_S9"]
     # the same answer from the same run, without a cross-encoder: nothing quoted
