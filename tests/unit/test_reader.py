@@ -488,3 +488,27 @@ def test_quotes_reach_the_threshold_skip_fragments_and_what_the_answer_states() 
     assert quoted.count("two lamps lit") == 1 and "night register of the ferry [HC_S9]." in quoted
     declined = GeneratedAnswer(answer_text="Insufficient context.", is_insufficient_context=True)
     assert with_quotes(declined, quotes, ctx) == declined
+
+
+def test_a_model_answer_a_check_declines_gives_way_to_the_extractive_quotes() -> None:
+    from sleuth.agents.finish import EXTRACTIVE, OFF_TOPIC
+    from sleuth.agents.quotes import answering_quotes, quoted_draft
+
+    ctx, checker = ferry_rules(
+        chunk("HC_S2", "Harbour dues are paid every month by the owner.", "Dues")
+    )
+    # no sentence answers it well enough to re-cite (probability 0.36 < 0.5), but one
+    # reaches the coverage threshold (0.1): the extractive reader would answer with it
+    question = "May a ferry carry cattle at night under the harbour code in winter?"
+    quotes = answering_quotes(question, ["HC_S9"], ctx, checker.cross_encoder, 0.1)  # type: ignore[arg-type]
+    draft = AnswerDraft(answer_text="Dues are paid monthly [HC_S2].", citations=["HC_S2"])
+    done = finish_answer(
+        question, draft, ctx, checker=checker, from_model=True, fallback=quoted_draft(quotes)
+    )
+    assert done.replaced == EXTRACTIVE and done.source == "replaced"
+    assert done.answer.answer_text.startswith(
+        "A ferry may carry goods at night with two lamps lit [HC_S9]."
+    )
+    assert [c.source_id for c in done.answer.citations] == ["HC_S9"]
+    alone = finish_answer(question, draft, ctx, checker=checker, from_model=True)
+    assert alone.replaced == OFF_TOPIC and alone.answer.is_insufficient_context

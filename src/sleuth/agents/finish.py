@@ -37,6 +37,7 @@ RECITED = (
 RULE_SECTIONS = 5
 """Retrieved sections, after the cited ones, whose sentences a yes/no verdict may rest on."""
 OUT_OF_SCOPE = "the question names a document the collection does not hold"
+EXTRACTIVE = "the model's answer failed a check; the extractive reader's quotes were shipped"
 REPAIR_PROMPT = (
     "Your answer cites none of the numbered results, so it cannot be checked. Write it "
     "again using only the numbered results: after each claim put the number of the result "
@@ -304,6 +305,7 @@ def finish_answer(
     from_model: bool = False,
     repair: Repair | None = None,
     ranked: Sequence[str] = (),
+    fallback: AnswerDraft | None = None,
 ) -> FinishedAnswer:
     """Turn a draft into the run's answer.
 
@@ -334,6 +336,11 @@ def finish_answer(
     with the sentences of the sections read that answer the question best
     (:func:`~sleuth.agents.quotes.with_quotes`; ``ranked``: those sections, best first,
     else the run's retrieved ones), quoted and cited, unless it states them already.
+
+    ``fallback`` (the extractive reader's answer for this run, when it would answer) is
+    shipped instead of a decline when a check turns a model's answer down — citations about
+    other matters that cannot be re-cited, or a short answer no retrieved section holds —
+    so that a model never answers less than the run would without one.
     """
     if ctx.documents is not None:
         sections = [c[0].title_path[-1] for c in ctx.retrieved.values() if c]
@@ -403,14 +410,25 @@ def finish_answer(
     unrelated = (
         off_topic(question, answer, ctx, checker) if require_citations and from_model else None
     )
+
+    def extractive() -> GeneratedAnswer | None:
+        if fallback is None:
+            return None
+        shipped = validate_citations(fallback, ctx, checker, strict_grounding).answer
+        return shipped if shipped.citations and not shipped.is_insufficient_context else None
+
     if unrelated is not None:
         assert checker is not None and checker.cross_encoder is not None
-        # re-cited from the retrieved section that does address the question, else declined
-        answer = recited(question, ctx, checker.cross_encoder) or GeneratedAnswer(
-            answer_text=unrelated, is_insufficient_context=True
+        # re-cited from the retrieved section that does address the question, else the
+        # extractive answer, else declined
+        again = recited(question, ctx, checker.cross_encoder)
+        instead = None if again else extractive()
+        answer = (
+            again or instead or GeneratedAnswer(answer_text=unrelated, is_insufficient_context=True)
         )
         report.answer = answer
-        replaced, short = (RECITED if not answer.is_insufficient_context else OFF_TOPIC), None
+        replaced = RECITED if again else EXTRACTIVE if instead else OFF_TOPIC
+        short = None
     if short:
         short = readable_short_answer(short, ctx)
     if (
@@ -420,7 +438,8 @@ def finish_answer(
     ):
         # no retrieved section holds the short answer: the model answered from memory, and
         # the sentences around it (often quoted evidence) must not make it look cited
-        answer = answer.model_copy(
+        instead = extractive()
+        answer = instead or answer.model_copy(
             update={
                 "answer_text": "Insufficient context: no retrieved section supports the answer "
                 f"the model gave ('{short}').",
@@ -431,6 +450,7 @@ def finish_answer(
             }
         )
         report.answer = answer
+        replaced = EXTRACTIVE if instead else replaced
         short = None
     checked = None
     if short and short.lower() in ("yes", "no") and answer_type(question) == "yes/no":

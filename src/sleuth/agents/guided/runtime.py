@@ -233,6 +233,10 @@ class _Run:
     generation: tuple[str, list[EvidenceSection], list[str]] | None = None
     overall: Verdict | None = None
     """The evidence's verdict for the whole question, decided once (:func:`_overall`)."""
+    quotable: bool = True
+    """Whether the extractive reader would answer this run (what :func:`_overall` decides
+    without a model): its quotes then stand in for a model answer the finish checks
+    decline."""
 
     # ------------------------------------------------------------ records
 
@@ -414,6 +418,7 @@ def _overall(rt: _Run, state: GuidedState) -> Verdict:
     overall = _aggregate(state.verdicts) if state.verdicts else "PARTIAL"
     checker = rt.checker
     heuristic = not any(c.get("path") in ("llm", "llm_after_retry") for c in rt.crag)
+    rt.quotable = overall != "INSUFFICIENT"
     if (
         overall == "INSUFFICIENT"
         and heuristic
@@ -425,11 +430,9 @@ def _overall(rt: _Run, state: GuidedState) -> Verdict:
         score = sections_relevance(state.question, top, rt.ctx, checker.cross_encoder)
         # without a model the quotes are the answer: the cross-encoder must itself call a
         # sentence relevant (its decision boundary), not merely not unrelated
-        least = (
-            checker.coverage_threshold
-            if rt.model is not None
-            else max(checker.coverage_threshold, RECITE_THRESHOLD)
-        )
+        quoting = max(checker.coverage_threshold, RECITE_THRESHOLD)
+        rt.quotable = score is not None and score >= quoting
+        least = checker.coverage_threshold if rt.model is not None else quoting
         if score is not None and score >= least:
             overall = "PARTIAL"
             rt.think(
@@ -1141,6 +1144,10 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     conversational = state.plan is not None and state.plan.skip_retrieval == "llm_only"
     strict = rt.strict_grounding or (state.plan is not None and state.plan.strict_grounding)
     from_model = rt.model is not None and not draft.extractive and not conversational
+    ranked = [
+        e.source_id
+        for e in (rt.generation[1] if rt.generation else _generation_evidence(rt, state))
+    ]
     finished = finish_answer(
         state.question,
         draft,
@@ -1151,9 +1158,8 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         strict_grounding=strict and not conversational,
         from_model=from_model and state.plan is not None and state.plan.skip_retrieval == "none",
         repair=_repair(rt) if from_model and rt.generation and not rt.expired() else None,
-        ranked=[e.source_id for e in rt.generation[1]]
-        if rt.generation
-        else [e.source_id for e in _generation_evidence(rt, state)],
+        ranked=ranked,
+        fallback=_quoted_fallback(rt, state, ranked) if from_model else None,
     )
     answer, removed, status = finished.answer, finished.removed, finished.status
     rt.removed.extend(removed)
@@ -1168,6 +1174,21 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     )
     rt.timed("finalize", started)
     return {"final_answer": answer, "status": status}
+
+
+def _quoted_fallback(rt: _Run, state: GuidedState, ranked: list[str]) -> AnswerDraft | None:
+    """The answer the extractive reader would give this run (its quotes of ``ranked``),
+    for the finish checks to ship when they decline the model's; ``None`` when it would
+    decline too, or without a cross-encoder."""
+    checker = rt.checker
+    if checker is None or checker.cross_encoder is None or not rt.quotable:
+        return None
+    if _overall(rt, state) == "INSUFFICIENT":
+        return None
+    quotes = answering_quotes(
+        state.question, ranked, rt.ctx, checker.cross_encoder, checker.coverage_threshold
+    )
+    return quoted_draft(quotes)
 
 
 def _repair(rt: _Run) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
