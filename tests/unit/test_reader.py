@@ -490,6 +490,23 @@ def test_quotes_reach_the_threshold_skip_fragments_and_what_the_answer_states() 
     assert with_quotes(declined, quotes, ctx) == declined
 
 
+def test_the_extractive_answer_is_its_quotes_after_a_short_answer_they_do_not_hold() -> None:
+    from sleuth.agents.quotes import Quote, quoted_draft
+
+    lamps = Quote("HC_S9", "A ferry may carry goods at night with two lamps lit.", 3.0)
+    register = Quote("HC_S4", "Night cargo is listed in the register;", 1.0)
+    draft = quoted_draft([lamps, register], short="Two lamps")
+    assert draft is not None and draft.extractive
+    assert draft.answer_text == (
+        "A ferry may carry goods at night with two lamps lit [HC_S9]. "
+        "Night cargo is listed in the register [HC_S4]."
+    )  # the quotes hold "two lamps": not said twice
+    assert draft.short_answer == "Two lamps" and draft.citations == ["HC_S9", "HC_S4"]
+    other = quoted_draft([register], short="Yes")
+    assert other is not None and other.answer_text.startswith("Yes. Night cargo")
+    assert quoted_draft([]) is None
+
+
 def test_a_model_answer_a_check_declines_gives_way_to_the_extractive_quotes() -> None:
     from sleuth.agents.finish import EXTRACTIVE, OFF_TOPIC
     from sleuth.agents.quotes import answering_quotes, quoted_draft

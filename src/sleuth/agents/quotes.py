@@ -7,12 +7,14 @@ answering the question are the checkable part of an answer: quoted verbatim and 
 let the user see the rule itself, and they cannot be unsupported by the sections they come
 from.
 
-Two uses (both need the cross-encoder; without it nothing here runs):
+Uses (all need the cross-encoder; without it nothing here runs):
 
 * :func:`with_quotes` — every answer that is not a decline ends with the best
   :data:`QUOTES` sentences of the sections the reader read, when it does not already state
   them (a model's answer, and the extractive one alike);
-* :func:`quoted_draft` — with no model, the extractive answer *is* those sentences.
+* :func:`quoted_draft` — with no model, the extractive answer *is* those sentences; with
+  one, it is what the finish checks ship when they decline the model's answer
+  (:func:`~sleuth.agents.finish.finish_answer`'s ``fallback``).
 
 Sentence scores are the cross-encoder's logits for ``(question, "<section title>. <sentence>")``
 (the same passages the relevance checks of :mod:`sleuth.agents.finish` score, so a run
@@ -144,13 +146,18 @@ def with_quotes(
     )
 
 
-def quoted_draft(quotes: Sequence[Quote]) -> AnswerDraft | None:
-    """The extractive answer of a run without a model: the ``quotes``, each cited, in order;
-    ``None`` when there are none."""
+def quoted_draft(quotes: Sequence[Quote], short: str = "") -> AnswerDraft | None:
+    """The extractive answer of a run without a model: the ``quotes``, each cited, in order,
+    after ``short`` (a short answer found otherwise, for a factoid question: it opens the
+    answer unless the quotes hold it already); ``None`` when there are no quotes."""
     if not quotes:
         return None
+    text = " ".join(q.cited() for q in quotes)
+    if short and short.lower() not in text.lower():
+        text = f"{short.rstrip('.')}. {text}"
     draft = AnswerDraft(
-        answer_text=" ".join(q.cited() for q in quotes),
+        answer_text=text,
+        short_answer=short,
         citations=list(dict.fromkeys(q.source_id for q in quotes)),
     )
     return draft.as_extractive()

@@ -990,16 +990,20 @@ def _insufficient(rt: _Run, state: GuidedState) -> AnswerDraft:
 
 def _heuristic_draft(rt: _Run, state: GuidedState) -> AnswerDraft:
     """The extractive answer: with a cross-encoder, the sentences of the generation evidence
-    that answer the question best, quoted (:func:`~sleuth.agents.quotes.quoted_draft`), or
-    "insufficient context" when none reaches the coverage threshold; without one
-    ``compose_answer`` on the question, or one per sub-question, synthesized."""
+    that answer the question best, quoted (:func:`~sleuth.agents.quotes.quoted_draft`)
+    after the short answer ``compose_answer`` finds for a factoid question, or "insufficient
+    context" when none reaches the coverage threshold; without one ``compose_answer`` on the
+    question, or one per sub-question, synthesized."""
+    targets = state.targets if len(state.targets) > 1 else []
+    composed = compose_parts(state.question, targets, rt.ctx)
     checker = rt.checker
     if checker is not None and checker.cross_encoder is not None:
         ranked = [e.source_id for e in _generation_evidence(rt, state)]
         quotes = answering_quotes(
             state.question, ranked, rt.ctx, checker.cross_encoder, checker.coverage_threshold
         )
-        draft = quoted_draft(quotes)
+        short = "" if composed.is_insufficient_context else composed.short_answer
+        draft = quoted_draft(quotes, short)
         if draft is None:  # no sentence of the evidence answers the question
             rt.think(
                 "Generation (extractive): no sentence of the evidence reaches the "
@@ -1008,8 +1012,7 @@ def _heuristic_draft(rt: _Run, state: GuidedState) -> AnswerDraft:
             )
             return _insufficient(rt, state)
         return draft
-    targets = state.targets if len(state.targets) > 1 else []
-    return compose_parts(state.question, targets, rt.ctx)
+    return composed
 
 
 def _with_gaps(draft: AnswerDraft, state: GuidedState) -> AnswerDraft:
