@@ -859,3 +859,19 @@ def test_without_a_model_a_cross_encoder_answers_with_the_sentences_it_scores_be
         max_refinements=0,
     )
     assert result.answer.is_insufficient_context
+
+
+def test_a_decline_lists_only_the_gaps_the_evaluator_named() -> None:
+    from types import SimpleNamespace
+
+    from sleuth.agents.guided.runtime import _insufficient
+    from sleuth.agents.guided.schemas import CragVerdict
+
+    rt = SimpleNamespace(ranked=lambda question: ["HC_S1", "HC_S2"])
+    named = CragVerdict(verdict="INSUFFICIENT", missing_information="the fee", reasoning="")
+    blank = CragVerdict(verdict="SUFFICIENT", missing_information=" ", reasoning="")
+    state = SimpleNamespace(question="What is the fee?", verdicts=[blank, named, None])
+    text = _insufficient(rt, state).answer_text  # type: ignore[arg-type]
+    assert "(missing: the fee)" in text and "HC_S1, HC_S2" in text
+    state.verdicts = [blank]
+    assert "missing" not in _insufficient(rt, state).answer_text  # type: ignore[arg-type]

@@ -977,7 +977,9 @@ def compress(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
 
 def _insufficient(rt: _Run, state: GuidedState) -> AnswerDraft:
     closest = ", ".join(rt.ranked(state.question)[:3]) or "none"
-    gaps = "; ".join(v.missing_information for v in state.verdicts if v is not None)
+    gaps = "; ".join(
+        v.missing_information.strip() for v in state.verdicts if v and v.missing_information.strip()
+    )
     return AnswerDraft(
         answer_text=(
             "The knowledge base does not contain enough information to answer this question"
