@@ -189,8 +189,10 @@ def test_double_encoded_arguments_and_content_parts_over_the_wire(
     assert [(c["tool"], c["arguments"]) for c in response.tool_calls] == [
         ("rag_search", {"query": "punishment for murder", "top_k": 3})
     ]
-    assert response.answer.answer_text == "Death or imprisonment for life [BNS_S103]."
-    assert "S103 holds it" not in response.answer.answer_text
+    text = response.answer.answer_text
+    assert text.startswith("Death or imprisonment for life [BNS_S103].\n")
+    assert "shall be punished with death" in text  # the rule, quoted after the model's answer
+    assert "S103 holds it" not in text
     # the second request carried the call back in structured form, answered by its result
     second = replay_server.requests[1]["messages"]
     assert any(m.get("tool_calls") for m in second if m["role"] == "assistant")
