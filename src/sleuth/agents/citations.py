@@ -310,6 +310,24 @@ class _SentenceChecker:
         return rewritten, claim, grounded
 
 
+def section_citation(source_id: str, ctx: RunContext, support: float | None) -> Citation:
+    """The citation of a section retrieved in this run: its evidence number, title, text
+    (cut to :data:`CITATION_TEXT_CHARS`) and ``support`` (rounded to 3 places; ``None``:
+    unchecked).
+
+    Raises:
+        KeyError: ``source_id`` was not retrieved in this run.
+    """
+    chunks = ctx.retrieved[source_id]
+    return Citation(
+        source_id=source_id,
+        number=ctx.numbers.get(source_id),
+        title=chunks[0].heading if chunks else "",
+        text=join_parts(chunks)[:CITATION_TEXT_CHARS],
+        support=None if support is None else round(support, 3),
+    )
+
+
 def _with_marker(sentence: str, source_id: str) -> str:
     """``sentence`` with ``[source_id]`` placed before its final punctuation."""
     body = sentence.rstrip()
@@ -393,16 +411,7 @@ def validate_citations(
     citations = []
     if not insufficient:
         for sid, score in checks.cited.items():
-            chunks = ctx.retrieved[sid]
-            citations.append(
-                Citation(
-                    source_id=sid,
-                    number=ctx.numbers.get(sid),
-                    title=chunks[0].heading,
-                    text=join_parts(chunks)[:CITATION_TEXT_CHARS],
-                    support=None if score is None else round(score, 3),
-                )
-            )
+            citations.append(section_citation(sid, ctx, score))
     report.answer = GeneratedAnswer(
         answer_text=re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip(),
         key_points=[

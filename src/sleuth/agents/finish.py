@@ -7,12 +7,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from sleuth.agents.answer import AnswerDraft, Citation, GeneratedAnswer
+from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
 from sleuth.agents.citations import (
-    CITATION_TEXT_CHARS,
     CitationReport,
     RemovedCitation,
     clean_answer_text,
+    section_citation,
     validate_citations,
 )
 from sleuth.agents.comparison import check_yes_no
@@ -599,14 +599,7 @@ def recited(question: str, ctx: RunContext, scorer: CrossEncoder) -> GeneratedAn
     top = sorted(mine, key=lambda i: -logits[i])[:RECITE_SENTENCES]
     chosen = [i for i in sorted(top) if sigmoid(logits[i]) >= RECITE_THRESHOLD]
     text = " ".join(f"{pairs[i][1].rstrip('.;:, ')} [{sid}]." for i in chosen)
-    chunks = ctx.retrieved[sid]
-    citation = Citation(
-        source_id=sid,
-        number=ctx.numbers.get(sid),
-        title=chunks[0].heading,
-        text=join_parts(list(chunks))[:CITATION_TEXT_CHARS],
-        support=round(sigmoid(logits[best]), 3),
-    )
+    citation = section_citation(sid, ctx, sigmoid(logits[best]))
     return GeneratedAnswer(answer_text=text, citations=[citation])
 
 
@@ -683,15 +676,8 @@ def _rule_checked(
     else:
         text = quoted
         note = f"{said} overturned to {rule.verdict}: {why}"
-    chunks = ctx.retrieved[rule.source_id]
     cited = [c for c in answer.citations if c.source_id == rule.source_id] or [
-        Citation(
-            source_id=rule.source_id,
-            number=ctx.numbers.get(rule.source_id),
-            title=chunks[0].heading if chunks else "",
-            text=join_parts(list(chunks))[:CITATION_TEXT_CHARS],
-            support=round(rule.score, 3),
-        )
+        section_citation(rule.source_id, ctx, rule.score)
     ]
     overturned = said is not None and said != rule.verdict
     keep = cited if overturned else answer.citations

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sleuth.agents.answer import AnswerDraft, Citation, GeneratedAnswer
-from sleuth.agents.citations import CITATION_TEXT_CHARS
+from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
+from sleuth.agents.citations import section_citation
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import sentences, words
@@ -112,17 +112,6 @@ def answering_quotes(
     return [q for q in found if sigmoid(q.logit) >= threshold][:QUOTES]
 
 
-def _citation(quote: Quote, ctx: RunContext) -> Citation:
-    chunks = ctx.retrieved[quote.source_id]
-    return Citation(
-        source_id=quote.source_id,
-        number=ctx.numbers.get(quote.source_id),
-        title=chunks[0].heading if chunks else "",
-        text=join_parts(list(chunks))[:CITATION_TEXT_CHARS],
-        support=round(sigmoid(quote.logit), 3),
-    )
-
-
 def with_quotes(
     answer: GeneratedAnswer, quotes: Sequence[Quote], ctx: RunContext
 ) -> GeneratedAnswer:
@@ -137,7 +126,7 @@ def with_quotes(
     text = answer.answer_text.rstrip() + "\n" + " ".join(q.cited() for q in missing)
     cited = {c.source_id for c in answer.citations}
     added = [
-        _citation(q, ctx)
+        section_citation(q.source_id, ctx, sigmoid(q.logit))
         for q in {q.source_id: q for q in reversed(missing)}.values()
         if q.source_id not in cited
     ]
