@@ -66,6 +66,25 @@ def test_the_next_query_pairs_a_name_the_found_section_gives_with_what_is_still_
     assert "Grey_Falls" not in {h.source_id for h in hop.hits}
 
 
+def test_a_judge_scores_only_the_hits_that_hold_the_bridge_and_decides_their_order() -> None:
+    judged: list[tuple[str, str]] = []
+
+    def judge(pairs: list[tuple[str, str]]) -> list[float]:
+        judged.extend(pairs)
+        return [0.9 if sid == "Venn_River" else 0.0 for _, sid in pairs]
+
+    plain = next_hop(WATERFALL, "Quorra_River", _section, _search)
+    hop = next_hop(WATERFALL, "Quorra_River", _section, _search, judge=judge)
+    # every pair the judge saw names a section holding its query's bridge name
+    assert judged and all(
+        set(terms(q.split(" ")[0])) <= set(terms(" ".join(_section(sid)))) for q, sid in judged
+    )
+    assert "Grey_Falls" not in {sid for _, sid in judged}
+    # the judge's relevance replaces the search score: it reorders the kept sections
+    assert plain.hits[0].source_id == "Moonwake_Falls"
+    assert hop.hits[0].source_id == "Venn_River"
+
+
 def test_sections_already_retrieved_are_not_returned_again() -> None:
     hop = next_hop(WATERFALL, "Quorra_River", _section, _search, exclude=["Moonwake_Falls"])
     assert "Moonwake_Falls" not in {h.source_id for h in hop.hits}
@@ -160,3 +179,38 @@ def test_both_modes_reach_the_section_only_the_bridge_name_leads_to(tmp_path) ->
     react = app.agent.execute_agentic_search(WATERFALL, "test", use_memory=False)
     assert "Moonwake_Falls" in react.trace["retrieved_source_ids"]
     assert any(c["tool"] == "next_hop" for c in react.tool_calls)
+
+
+def test_with_the_reranker_on_the_cross_encoder_scores_only_the_hop_hits(tmp_path) -> None:
+    """The bridge queries are searched unreranked; the cross-encoder then scores the hits
+    that hold a bridge name, each against its query (not every query's candidate pool)."""
+    app = _chain_app(tmp_path)
+    app.settings.rerank = "on"
+    scored: list[tuple[str, str]] = []
+    encoder = app.kb.cross_encoder
+    assert encoder is not None
+    real = encoder.score_pairs
+
+    def spy(pairs):  # type: ignore[no-untyped-def]
+        scored.extend(pairs)
+        return real(pairs)
+
+    encoder.score_pairs = spy  # type: ignore[method-assign]
+    try:
+        tools = {t.name: t for t in build_rag_tools(app.kb)}
+        ctx = RunContext(collection="test")
+        tools["rag_search"].invoke({"query": "Quorra River", "top_k": 1}, ctx)
+        scored.clear()
+        result = tools["next_hop"].invoke({"question": WATERFALL, "source_id": "Quorra_River"}, ctx)
+    finally:
+        del encoder.score_pairs
+    queries = result.payload["queries"]
+    assert scored, "the hop hits were not scored"
+    assert {q for q, _ in scored} <= set(queries)
+    # fewer pairs than one reranked pool per query, and every one holds its bridge name
+    assert len(scored) < len(queries) * app.settings.rerank_candidates
+    names = bridge_names(CHAIN["Quorra_River"][1], set(terms(f"{WATERFALL} Quorra River")))
+    for query, passage in scored:
+        name = max((n for n in names if query.startswith(n)), key=len)
+        assert set(terms(name)) <= set(terms(passage)), (query, passage)
+    assert result.payload["results"][0]["source_id"] in {"Moonwake_Falls", "Venn_River"}

@@ -39,6 +39,9 @@ SectionText = Callable[[str], tuple[str, str]]
 """``source_id`` → (title, text) of a section of the collection."""
 SectionSearch = Callable[[str, int], list[tuple[str, float]]]
 """(query, k) → up to ``k`` (``source_id``, score) pairs, best first (a hybrid search)."""
+HitJudge = Callable[[Sequence[tuple[str, str]]], list[float]]
+"""(query, ``source_id``) pairs → the relevance of each section to its query, in [0, 1]
+(a cross-encoder's probability), in order."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,7 @@ def next_hop(
     exclude: Iterable[str] = (),
     keep: int = KEEP,
     prepare: Callable[[list[str]], object] | None = None,
+    judge: HitJudge | None = None,
 ) -> Hop:
     """Search the hop after ``from_id`` for ``question``.
 
@@ -133,7 +137,9 @@ def next_hop(
     unanswered), and alone. A hit is kept only if its title or text holds all of the bridge name's
     terms (else the search matched the open words alone, which the question's own search
     already did); hits are ranked by (share of open words held + search score), the best
-    per section.
+    per section. With ``judge``, its relevance of the hit to the query that found it
+    replaces the search score, scored in one call over the hits that pass the name check
+    only (a cross-encoder over every bridge query's whole candidate pool costs ~16× more).
 
     Args:
         question: the (sub-)question.
@@ -145,6 +151,7 @@ def next_hop(
         keep: at most this many sections are kept.
         prepare: called once with every query before the first is searched (the
             knowledge base's ``embed_queries`` embeds them in one batch).
+        judge: scores the (query, ``source_id``) pairs that pass the name check (see above).
 
     Returns:
         The :class:`Hop`: its open words, the queries run, and the kept hits, best first;
@@ -161,7 +168,6 @@ def next_hop(
     known = set(terms(question)) | set(terms(main_title(title)))
     wanted_terms = set(terms(" ".join(wanted)))
     skip = {from_id, *path, *exclude}
-    best: dict[str, HopHit] = {}
     queries: list[str] = []
     # the name with what is still asked, and the name alone: generic open words ("name",
     # "found") can outweigh a rare name, and the name's own section is often the next hop
@@ -172,6 +178,7 @@ def next_hop(
     ]
     if prepare is not None and pairs:
         prepare([query for _, query in pairs])
+    found: list[tuple[str, str, str, float]] = []  # (bridge, query, source_id, share + score)
     for name, query in pairs:
         queries.append(query)
         name_terms = set(terms(name))
@@ -182,8 +189,14 @@ def next_hop(
             held = set(terms(f"{hit_title} {hit_text}"))
             if not name_terms <= held:
                 continue
-            judged = len(wanted_terms & held) / len(wanted_terms) + score
-            if sid not in best or judged > best[sid].score:
-                best[sid] = HopHit(source_id=sid, score=judged, bridge=name, query=query)
+            share = len(wanted_terms & held) / len(wanted_terms)
+            found.append((name, query, sid, share + (0.0 if judge else score)))
+    if judge is not None and found:
+        relevance = judge([(query, sid) for _, query, sid, _ in found])
+        found = [(n, q, sid, j + r) for (n, q, sid, j), r in zip(found, relevance, strict=True)]
+    best: dict[str, HopHit] = {}
+    for name, query, sid, judged in found:
+        if sid not in best or judged > best[sid].score:
+            best[sid] = HopHit(source_id=sid, score=judged, bridge=name, query=query)
     hits = sorted(best.values(), key=lambda h: -h.score)[:keep]
     return Hop(from_id=from_id, open_words=wanted, queries=queries, hits=hits)

@@ -186,6 +186,7 @@ class KnowledgeBase:
         k: int = 5,
         mode: SearchMode = "hybrid",
         doc_ids: list[str] | None = None,
+        rerank: bool = True,
     ) -> list[Hit]:
         """Top-``k`` chunks for ``query``: BM25, dense, or hybrid.
 
@@ -196,7 +197,8 @@ class KnowledgeBase:
         explicitly ("section 26 of the Bharatiya Nagarik Suraksha Sanhita", "See section
         Naming and binding"): a user who names a
         section wants that section, which neither ranking reliably puts first. Those hits
-        carry score 1.0 (above any RRF score, which is at most 2/61).
+        carry score 1.0 (above any RRF score, which is at most 2/61). ``rerank=False`` skips
+        the cross-encoder for this search (a caller that scores a few filtered hits itself).
 
         Raises:
             UserError: an invalid or unknown collection (see :meth:`index`).
@@ -209,7 +211,7 @@ class KnowledgeBase:
         vector = self._query_vector(collection, index, query)
         if mode == "dense":
             return index.search_dense(vector, k, doc_ids)
-        reranker = self.cross_encoder if self.reranking else None
+        reranker = self.cross_encoder if rerank and self.reranking else None
         if reranker is None:
             fused = index.search_hybrid(query, vector, k, doc_ids)
         else:
@@ -240,6 +242,7 @@ class KnowledgeBase:
         k: int = 5,
         mode: SearchMode = "hybrid",
         doc_ids: list[str] | None = None,
+        rerank: bool = True,
     ) -> list[Hit]:
         """Top-``k`` sections for ``query``: the best-ranked chunk of each, re-ranked 1..n.
 
@@ -258,7 +261,9 @@ class KnowledgeBase:
         fetch = max(1, k) * SECTION_OVERSAMPLING
         while True:
             fetch = min(fetch, MAX_SECTION_CANDIDATES)
-            hits = self.search(collection, query, k=fetch, mode=mode, doc_ids=doc_ids)
+            hits = self.search(
+                collection, query, k=fetch, mode=mode, doc_ids=doc_ids, rerank=rerank
+            )
             best = best_per_section(hits, k)
             if len(best) >= k or len(hits) < fetch or fetch >= MAX_SECTION_CANDIDATES:
                 return best

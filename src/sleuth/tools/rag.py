@@ -8,10 +8,13 @@ only they can be cited.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel, Field
 
 from sleuth.errors import ToolError
 from sleuth.retrieval import hops
+from sleuth.retrieval.rerank import sigmoid
 from sleuth.retrieval.search import KnowledgeBase, join_parts
 from sleuth.tools.base import RunContext, Tool, ToolResult
 from sleuth.types import Chunk
@@ -230,9 +233,20 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
             chunks = read[sid]
             return (chunks[0].title_path[-1] if chunks else sid, join_parts(chunks))
 
+        # with the reranker on, the bridge queries search unreranked and the cross-encoder
+        # judges only the hits that pass the hop's name check, each against its query
+        reranker = kb.cross_encoder if kb.reranking else None
+        passages: dict[tuple[str, str], str] = {}
+
         def search(query: str, k: int) -> list[tuple[str, float]]:
-            found = kb.search_sections(ctx.collection, query, k=k)
+            found = kb.search_sections(ctx.collection, query, k=k, rerank=reranker is None)
+            passages.update({(query, h.chunk.source_id): h.chunk.index_text() for h in found})
             return [(h.chunk.source_id, h.score) for h in found]
+
+        def judge(pairs: Sequence[tuple[str, str]]) -> list[float]:
+            assert reranker is not None
+            logits = reranker.score_pairs([(q, passages[q, sid]) for q, sid in pairs])
+            return [sigmoid(x) for x in logits]
 
         path = ctx.hop_paths.get(args.source_id, [])
         hop = hops.next_hop(
@@ -244,6 +258,7 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
             exclude=list(ctx.retrieved),
             keep=args.top_k,
             prepare=kb.embed_queries,
+            judge=judge if reranker is not None else None,
         )
         ctx.hopped.add(args.source_id)
         surfaced: list[Chunk] = []
