@@ -28,6 +28,9 @@ MAX_NAMES = 8
 facts first)."""
 PER_NAME = 3
 """Sections fetched per bridge query."""
+JUDGED_PER_NAME = 5
+"""Sections fetched per bridge query when a judge scores the hits (the search itself is then
+not reranked, so more of its candidates are shown to the judge)."""
 KEEP = 3
 """Sections a hop keeps (the best-judged over all its bridge queries)."""
 
@@ -182,7 +185,7 @@ def next_hop(
     for name, query in pairs:
         queries.append(query)
         name_terms = set(terms(name))
-        for sid, score in search(query, PER_NAME):
+        for sid, score in search(query, PER_NAME if judge is None else JUDGED_PER_NAME):
             if sid in skip:
                 continue
             hit_title, hit_text = section(sid)
