@@ -875,3 +875,19 @@ def test_a_decline_lists_only_the_gaps_the_evaluator_named() -> None:
     assert "(missing: the fee)" in text and "HC_S1, HC_S2" in text
     state.verdicts = [blank]
     assert "missing" not in _insufficient(rt, state).answer_text  # type: ignore[arg-type]
+
+
+def test_sub_questions_of_a_question_with_a_preamble_keep_its_context(app: Sleuth) -> None:
+    """A scenario told first, then two asks: each part is searched with the scenario (a bare
+    "what is the fine?" finds nothing of the offence the scenario describes)."""
+    question = (
+        "My neighbour killed a man during a quarrel last night. What is the punishment he "
+        "faces, and can the court also fine him?"
+    )
+    result, _, _ = run_guided(app, question)
+    decomposition = result.trace["agentic"]["decomposition"]
+    assert decomposition["applied"] is True
+    scenario = "My neighbour killed a man during a quarrel last night."
+    assert all(q.startswith(scenario) for q in decomposition["sub_questions"])
+    assert all("killed" in query for query in searches(result)[:2])
+    assert result.trace["retrieved_source_ids"][0] == "BNS_S103"

@@ -290,6 +290,19 @@ def asked(question: str) -> str:
     return match.group(2) if match and "?" not in match.group(1) else question
 
 
+def in_context(question: str, parts: Sequence[str]) -> list[str]:
+    """``parts`` (sub-questions of ``question``) each preceded by the question's preamble of
+    statements (see :func:`asked`) when it does not already hold it: "Someone threw acid on
+    a girl. What's the least jail time, and who receives the fine?" splits into parts that
+    mean nothing without the acid ("Who receives the fine?"), so each is searched and read
+    with it. Parts are returned unchanged when the question has no preamble."""
+    whole = " ".join(question.split())
+    preamble = whole[: len(whole) - len(asked(whole))].strip()
+    if not preamble:
+        return list(parts)
+    return [p if preamble in " ".join(p.split()) else f"{preamble} {p}" for p in parts]
+
+
 def is_multi_part(question: str) -> bool:
     """Simple cues that a question asks several things (read in :func:`asked`: a preamble
     of statements is context).

@@ -86,6 +86,7 @@ from sleuth.agents.guided.agents import (
     heuristic_plan,
     heuristic_route,
     heuristic_verdict,
+    in_context,
     parse_intent,
     plan_question,
     planner_needed,
@@ -589,7 +590,7 @@ def decompose(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         state.question, rt.model, max_retries=rt.max_retries, usage=rt.usage_for("decomposition")
     )
     rt.record("decomposition", result)
-    subs = result.value.sub_questions
+    subs = in_context(state.question, result.value.sub_questions)
     rt.decomposition = {
         "applied": len(subs) >= 2,
         "sub_questions": list(subs),
