@@ -891,3 +891,36 @@ def test_sub_questions_of_a_question_with_a_preamble_keep_its_context(app: Sleut
     assert all(q.startswith(scenario) for q in decomposition["sub_questions"])
     assert all("killed" in query for query in searches(result)[:2])
     assert result.trace["retrieved_source_ids"][0] == "BNS_S103"
+
+
+class GradedScorer:
+    """A cross-encoder double: logit ``answering`` for a passage holding ``word``, else -8."""
+
+    def __init__(self, word: str, answering: float) -> None:
+        self.word, self.answering = word, answering
+
+    def logits(self, query: str, passages: list[str]) -> list[float]:
+        return [self.answering if self.word in p.lower() else -8.0 for p in passages]
+
+
+@pytest.mark.parametrize(("logit", "overruled"), [(4.0, True), (-2.0, False)])
+def test_a_models_own_decline_is_overruled_only_by_sentences_that_answer(
+    app: Sleuth, logit: float, overruled: bool
+) -> None:
+    """The model declines evidence that answers: the quotes ship when a sentence reaches
+    the no-model boundary (0.5: logit 4 → 0.98), not when it only clears the coverage
+    threshold (logit -2 → 0.12 ≥ 0.007)."""
+    from sleuth.agents.finish import OVERRULED
+    from sleuth.agents.support import SupportChecker
+
+    script = AgentScript(final_answer=["Insufficient context: the question does not say who."])
+    checker = SupportChecker(cross_encoder=GradedScorer("murder", logit), coverage_threshold=0.007)  # type: ignore[arg-type]
+    result, _, _ = run_guided(
+        app, "What is the punishment for murder?", script.model, llm_agents="auto", checker=checker
+    )
+    assert script.seen["final_answer"]  # the model read the evidence and declined
+    assert result.answer.is_insufficient_context is not overruled
+    replaced = result.trace.get("answer_replaced")
+    assert (replaced == OVERRULED) is overruled
+    if overruled:
+        assert "BNS_S103" in {c.source_id for c in result.answer.citations}

@@ -529,3 +529,27 @@ def test_a_model_answer_a_check_declines_gives_way_to_the_extractive_quotes() ->
     assert [c.source_id for c in done.answer.citations] == ["HC_S9"]
     alone = finish_answer(question, draft, ctx, checker=checker, from_model=True)
     assert alone.replaced == OFF_TOPIC and alone.answer.is_insufficient_context
+
+
+def test_a_models_own_decline_gives_way_to_quotes_that_answer() -> None:
+    from sleuth.agents.finish import OVERRULED
+    from sleuth.agents.quotes import answering_quotes, quoted_draft
+
+    ctx, checker = ferry_rules(
+        chunk("HC_S2", "Harbour dues are paid every month by the owner.", "Dues")
+    )
+    question = "May a ferry carry goods at night?"
+    declined = AnswerDraft(
+        answer_text="Insufficient context: the question does not say which ferry.",
+        is_insufficient_context=True,
+    )
+    quotes = answering_quotes(question, ["HC_S9", "HC_S2"], ctx, checker.cross_encoder, 0.5)  # type: ignore[arg-type]
+    done = finish_answer(
+        question, declined, ctx, checker=checker, from_model=True, fallback=quoted_draft(quotes)
+    )
+    assert done.replaced == OVERRULED and done.source == "replaced"
+    assert not done.answer.is_insufficient_context
+    assert "two lamps lit [HC_S9]" in done.answer.answer_text
+    # with nothing that answers (no fallback), the model's decline stands
+    kept = finish_answer(question, declined, ctx, checker=checker, from_model=True)
+    assert kept.answer.is_insufficient_context and kept.replaced is None

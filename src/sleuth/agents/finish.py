@@ -38,6 +38,10 @@ RULE_SECTIONS = 5
 """Retrieved sections, after the cited ones, whose sentences a yes/no verdict may rest on."""
 OUT_OF_SCOPE = "the question names a document the collection does not hold"
 EXTRACTIVE = "the model's answer failed a check; the extractive reader's quotes were shipped"
+OVERRULED = (
+    "the model declined, but sentences of the sections read answer the question "
+    "(cross-encoder); the extractive reader's quotes were shipped"
+)
 REPAIR_PROMPT = (
     "Your answer cites none of the numbered results, so it cannot be checked. Write it "
     "again using only the numbered results: after each claim put the number of the result "
@@ -340,7 +344,9 @@ def finish_answer(
     ``fallback`` (the extractive reader's answer for this run, when it would answer) is
     shipped instead of a decline when a check turns a model's answer down — citations about
     other matters that cannot be re-cited, or a short answer no retrieved section holds —
-    so that a model never answers less than the run would without one.
+    and instead of the model's own "insufficient context" (the caller passes a fallback for
+    that only when its quotes clear the stricter :data:`RECITE_THRESHOLD`), so that a model
+    never answers less than the run would without one.
     """
     if ctx.documents is not None:
         sections = [c[0].title_path[-1] for c in ctx.retrieved.values() if c]
@@ -357,6 +363,11 @@ def finish_answer(
                 replaced=OUT_OF_SCOPE,
                 source="replaced" if from_model else "extractive",
             )
+    # a small model declines evidence that answers ("the question does not specify …")
+    overruled = from_model and draft.is_insufficient_context and fallback is not None
+    if overruled:
+        assert fallback is not None
+        draft = fallback
     short: str | None = None
     rounds = 0
     if from_model and not draft.is_insufficient_context:
@@ -369,7 +380,7 @@ def finish_answer(
                 short, split = split_short_answer(retyped)
         draft = split
     report = validate_citations(draft, ctx, checker, strict_grounding)
-    replaced = None
+    replaced = OVERRULED if overruled else None
     needs_citations = require_citations and not report.answer.is_insufficient_context
     if needs_citations and not report.answer.citations and repair is not None:
         rounds += 1
