@@ -19,7 +19,7 @@ Targets (issue 11): HotpotQA F1 guided ≥ 0.45 and react ≥ naive; model answe
 react runs with a tool = 1.0; guided p50 ≤ 20 s with ≤ 2,500 prompt tokens; react p50 ≤ 40 s.
 
     python bench/bench_real_llm.py [--limit 20] [--datasets hotpotqa musique statutes]
-        [--modes guided react naive] [--llm local] [--data-dir DIR]
+        [--modes guided react naive] [--llm local] [--split test] [--data-dir DIR]
 """
 
 from __future__ import annotations
@@ -128,6 +128,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=20, help="questions per dataset")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument(
+        "--split",
+        choices=("dev", "test", "all"),
+        default="test",
+        help="the fixed half of each set the sample is drawn from (a hash of each id)",
+    )
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--llm", default="local", help="SLEUTH_LLM value (default: local)")
@@ -137,14 +143,19 @@ def main() -> None:
     args = parser.parse_args()
 
     from sleuth.app import Sleuth
-    from sleuth.eval.datasets import load_dataset
+    from sleuth.eval.datasets import in_split, load_dataset
     from sleuth.eval.runner import EvalConfig, prepare_collection, run_eval
     from sleuth.llm import testing
 
     testing.ALLOW_MODEL_REQUESTS = True
     print_header(
         "bench_real_llm",
-        [("llm", args.llm), ("questions per dataset", str(args.limit)), ("seed", str(args.seed))],
+        [
+            ("llm", args.llm),
+            ("split", args.split),
+            ("questions per dataset", str(args.limit)),
+            ("seed", str(args.seed)),
+        ],
     )
     results: dict[str, dict[str, Any]] = {}
     with data_dir(args.data_dir, "sleuth-real-llm-") as ddir:
@@ -154,7 +165,8 @@ def main() -> None:
             dataset = load_dataset(name, DATA)
             prepared = prepare_collection(app, dataset)
             collection = prepared["collection"]
-            questions = list(dataset.questions)
+            # the same questions run_eval draws: the split, shuffled with the seed, then limited
+            questions = in_split(dataset.questions, args.split)
             random.Random(args.seed).shuffle(questions)
             questions = questions[: args.limit]
             rows = []
@@ -163,7 +175,9 @@ def main() -> None:
                 if mode == "naive":
                     records = naive_records(app, dataset, collection, questions)
                 else:
-                    config = EvalConfig(mode=mode, limit=args.limit, seed=args.seed)
+                    config = EvalConfig(
+                        mode=mode, split=args.split, limit=args.limit, seed=args.seed
+                    )
                     run = run_eval(app, dataset, config, prepared=prepared)
                     records = run.records
                 summary = summarize(records)
