@@ -545,11 +545,24 @@ def test_a_models_own_decline_gives_way_to_quotes_that_answer() -> None:
     )
     quotes = answering_quotes(question, ["HC_S9", "HC_S2"], ctx, checker.cross_encoder, 0.5)  # type: ignore[arg-type]
     done = finish_answer(
-        question, declined, ctx, checker=checker, from_model=True, fallback=quoted_draft(quotes)
+        question, declined, ctx, checker=checker, from_model=True, overrule=quoted_draft(quotes)
     )
     assert done.replaced == OVERRULED and done.source == "replaced"
     assert not done.answer.is_insufficient_context
     assert "two lamps lit [HC_S9]" in done.answer.answer_text
-    # with nothing that answers (no fallback), the model's decline stands
+    # with nothing that answers (no overruling answer), the model's decline stands
     kept = finish_answer(question, declined, ctx, checker=checker, from_model=True)
     assert kept.answer.is_insufficient_context and kept.replaced is None
+    # an answer citing nothing, asked to cite, and a repair round that declines instead
+    uncited = AnswerDraft(answer_text="That depends on the season.")
+    repaired = finish_answer(
+        question,
+        uncited,
+        ctx,
+        checker=checker,
+        from_model=True,
+        repair=lambda problem, draft: declined,
+        overrule=quoted_draft(quotes),
+    )
+    assert repaired.replaced == OVERRULED and not repaired.answer.is_insufficient_context
+    assert "two lamps lit [HC_S9]" in repaired.answer.answer_text

@@ -310,6 +310,7 @@ def finish_answer(
     repair: Repair | None = None,
     ranked: Sequence[str] = (),
     fallback: AnswerDraft | None = None,
+    overrule: AnswerDraft | None = None,
 ) -> FinishedAnswer:
     """Turn a draft into the run's answer.
 
@@ -344,9 +345,10 @@ def finish_answer(
     ``fallback`` (the extractive reader's answer for this run, when it would answer) is
     shipped instead of a decline when a check turns a model's answer down — citations about
     other matters that cannot be re-cited, or a short answer no retrieved section holds —
-    and instead of the model's own "insufficient context" (the caller passes a fallback for
-    that only when its quotes clear the stricter :data:`RECITE_THRESHOLD`), so that a model
-    never answers less than the run would without one.
+    so that a model never answers less than the run would without one. ``overrule`` (the
+    same answer, given only when its quotes reach the stricter :data:`RECITE_THRESHOLD`)
+    replaces the model's own "insufficient context", in its first reply or in a repair
+    round's.
     """
     if ctx.documents is not None:
         sections = [c[0].title_path[-1] for c in ctx.retrieved.values() if c]
@@ -364,10 +366,10 @@ def finish_answer(
                 source="replaced" if from_model else "extractive",
             )
     # a small model declines evidence that answers ("the question does not specify …")
-    overruled = from_model and draft.is_insufficient_context and fallback is not None
+    overruled = from_model and draft.is_insufficient_context and overrule is not None
     if overruled:
-        assert fallback is not None
-        draft = fallback
+        assert overrule is not None
+        draft = overrule
     short: str | None = None
     rounds = 0
     if from_model and not draft.is_insufficient_context:
@@ -385,6 +387,8 @@ def finish_answer(
     if needs_citations and not report.answer.citations and repair is not None:
         rounds += 1
         fixed = repair(REPAIR_PROMPT, draft)
+        if fixed is not None and fixed.is_insufficient_context and overrule is not None:
+            fixed, replaced = overrule, OVERRULED  # asked to cite, the model declined
         if fixed is not None:
             short, fixed = (
                 split_short_answer(fixed)

@@ -1165,9 +1165,8 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         from_model=from_model and state.plan is not None and state.plan.skip_retrieval == "none",
         repair=_repair(rt) if from_model and rt.generation and not rt.expired() else None,
         ranked=ranked,
-        fallback=_quoted_fallback(rt, state, ranked, declined=draft.is_insufficient_context)
-        if from_model
-        else None,
+        fallback=_quoted_fallback(rt, state, ranked) if from_model else None,
+        overrule=_quoted_fallback(rt, state, ranked, confident=True) if from_model else None,
     )
     answer, removed, status = finished.answer, finished.removed, finished.status
     rt.removed.extend(removed)
@@ -1185,21 +1184,21 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
 
 
 def _quoted_fallback(
-    rt: _Run, state: GuidedState, ranked: list[str], declined: bool = False
+    rt: _Run, state: GuidedState, ranked: list[str], confident: bool = False
 ) -> AnswerDraft | None:
     """The answer the extractive reader would give this run (its quotes of ``ranked``),
     for the finish checks to ship when they decline the model's; ``None`` when it would
-    decline too, or without a cross-encoder. When the model itself ``declined``, its quotes
-    must reach :data:`~sleuth.agents.finish.RECITE_THRESHOLD` (the boundary at which the
-    no-model run answers over a word-coverage decline): the model's judgement is overruled
-    only by sentences the cross-encoder finds answering, not by loosely related ones."""
+    decline too, or without a cross-encoder. ``confident``: only quotes that reach
+    :data:`~sleuth.agents.finish.RECITE_THRESHOLD` (the boundary at which the no-model run
+    answers over a word-coverage decline) — the answer that overrules the model's own
+    decline, which loosely related sentences must not."""
     checker = rt.checker
     if checker is None or checker.cross_encoder is None or not rt.quotable:
         return None
     if _overall(rt, state) == "INSUFFICIENT":
         return None
     threshold = checker.coverage_threshold
-    if declined:
+    if confident:
         threshold = max(threshold, RECITE_THRESHOLD)
     quotes = answering_quotes(state.question, ranked, rt.ctx, checker.cross_encoder, threshold)
     return quoted_draft(quotes)
