@@ -12,7 +12,9 @@ for the machine it is installed on is chosen here instead, from the flags Linux 
   else the plain SSE build;
 - AVX-512 (F, BW, DQ, VL, CD) and its VNNI, BF16 and VBMI extensions, and AVX-VNNI, each
   only where reported (prompt evaluation of Qwen2.5-Coder-1.5B Q4_K_M on 2 cores: about
-  1.6× the AVX2 build; see bench/README.md, bench_llm_engine.py).
+  1.45× the AVX2 build; see bench/README.md, bench_llm_engine.py). Only where reported: a
+  build with AVX-VNNI on a CPU that has AVX-512 VNNI but not AVX-VNNI dies with SIGILL in
+  some quantisations' kernels (seen with SmolLM2's).
 
 Usage (the README's install line): ``CMAKE_ARGS="$(python3 scripts/llama_cmake_args.py)"``.
 ``--cpuinfo FILE`` reads another file (tests); with no such file (not Linux) the AVX2 build.
