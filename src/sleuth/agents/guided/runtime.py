@@ -105,6 +105,7 @@ from sleuth.agents.support import SupportChecker
 from sleuth.errors import ConfigError, ToolError
 from sleuth.llm.toolcalls import content_parts
 from sleuth.prompts import load_prompt
+from sleuth.retrieval.rerank import sigmoid
 from sleuth.retrieval.text import novel_query, terms
 from sleuth.tools.base import RunContext, ToolRegistry, ToolResult
 
@@ -1154,6 +1155,7 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         e.source_id
         for e in (rt.generation[1] if rt.generation else _generation_evidence(rt, state))
     ]
+    fallback, overrule = _quoted_fallbacks(rt, state, ranked) if from_model else (None, None)
     finished = finish_answer(
         state.question,
         draft,
@@ -1165,8 +1167,8 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         from_model=from_model and state.plan is not None and state.plan.skip_retrieval == "none",
         repair=_repair(rt) if from_model and rt.generation and not rt.expired() else None,
         ranked=ranked,
-        fallback=_quoted_fallback(rt, state, ranked) if from_model else None,
-        overrule=_quoted_fallback(rt, state, ranked, confident=True) if from_model else None,
+        fallback=fallback,
+        overrule=overrule,
     )
     answer, removed, status = finished.answer, finished.removed, finished.status
     rt.removed.extend(removed)
@@ -1183,25 +1185,25 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     return {"final_answer": answer, "status": status}
 
 
-def _quoted_fallback(
-    rt: _Run, state: GuidedState, ranked: list[str], confident: bool = False
-) -> AnswerDraft | None:
-    """The answer the extractive reader would give this run (its quotes of ``ranked``),
-    for the finish checks to ship when they decline the model's; ``None`` when it would
-    decline too, or without a cross-encoder. ``confident``: only quotes that reach
+def _quoted_fallbacks(
+    rt: _Run, state: GuidedState, ranked: list[str]
+) -> tuple[AnswerDraft | None, AnswerDraft | None]:
+    """The answers the extractive reader would give this run (its quotes of ``ranked``):
+    the one the finish checks ship when they decline the model's, and the one that
+    overrules the model's own decline — only quotes that reach
     :data:`~sleuth.agents.finish.RECITE_THRESHOLD` (the boundary at which the no-model run
-    answers over a word-coverage decline) — the answer that overrules the model's own
-    decline, which loosely related sentences must not."""
+    answers over a word-coverage decline), which loosely related sentences must not. Each
+    is ``None`` when it would decline too; both without a cross-encoder."""
     checker = rt.checker
     if checker is None or checker.cross_encoder is None or not rt.quotable:
-        return None
+        return None, None
     if _overall(rt, state) == "INSUFFICIENT":
-        return None
+        return None, None
     threshold = checker.coverage_threshold
-    if confident:
-        threshold = max(threshold, RECITE_THRESHOLD)
     quotes = answering_quotes(state.question, ranked, rt.ctx, checker.cross_encoder, threshold)
-    return quoted_draft(quotes)
+    # quotes come best first: those over the stricter threshold are the best ones anyway
+    confident = max(threshold, RECITE_THRESHOLD)
+    return quoted_draft(quotes), quoted_draft([q for q in quotes if sigmoid(q.logit) >= confident])
 
 
 def _repair(rt: _Run) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
