@@ -85,6 +85,9 @@ def naive_records(app: Any, dataset: Any, collection: str, questions: list[Any])
         declined = answer.is_insufficient_context
         records.append(
             {
+                "id": q.id,
+                "short_answer": answer.short_answer,
+                "answer": answer.answer_text,
                 "exact_match": 0.0 if declined else exact_match(prediction, q.answers),
                 "f1": 0.0 if declined else f1_score(prediction, q.answers),
                 "answer_contains": 0.0

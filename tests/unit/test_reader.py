@@ -9,7 +9,13 @@ import pytest
 
 from sleuth.agents.answer import AnswerDraft, Citation, GeneratedAnswer
 from sleuth.agents.drafting import draft_from_long_text
-from sleuth.agents.finish import _rule_checked, finish_answer, off_topic
+from sleuth.agents.finish import (
+    BRIDGED,
+    _rule_checked,
+    finish_answer,
+    off_topic,
+    trimmed_short_answer,
+)
 from sleuth.agents.reader import answer_kind, complete_sentences
 from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import clauses, negated, rule_verdict
@@ -416,6 +422,76 @@ def test_an_answer_citing_an_unrelated_section_is_re_cited_to_the_one_that_answe
     assert [c.source_id for c in done.answer.citations] == ["HC_S9"]
     assert "two lamps lit [HC_S9]" in done.answer.answer_text
     assert done.replaced is not None and "rewritten" in done.replaced
+
+
+def test_a_multi_hop_short_answer_keeps_its_section_behind_the_one_that_names_it() -> None:
+    # the team's section holds the answer but says nothing about the player; the player's
+    # section addresses the question and names the team: both are cited, the answer kept
+    player = chunk(
+        "Dan_Hale", "Dan Hale played for the Riverton Owls from 1945 to 1949.", "Dan Hale"
+    )
+    team = chunk(
+        "Riverton_Owls", "The Riverton Owls are a football club based in Ohio.", "Riverton Owls"
+    )
+    checker = SupportChecker(cross_encoder=OverlapScorer(), coverage_threshold=0.3)  # type: ignore[arg-type]
+    question = "From 1945 to 1949 Dan Hale played for a team based in what state?"
+    draft = AnswerDraft(
+        answer_text="The Riverton Owls are a football club based in Ohio [Riverton_Owls].",
+        short_answer="Ohio",
+        citations=["Riverton_Owls"],
+    )
+    done = finish_answer(question, draft, ctx_with(player, team), checker=checker, from_model=True)
+    assert done.answer.short_answer == "Ohio"
+    assert [c.source_id for c in done.answer.citations][:2] == ["Dan_Hale", "Riverton_Owls"]
+    assert done.replaced == BRIDGED
+    # a section the relevant one never names is no hop: the short answer is not kept
+    stray = chunk("Lake_Ohio", "Lake Ohio is a club based in Ohio.", "Lake Ohio")
+    draft = AnswerDraft(
+        answer_text="Lake Ohio is a club based in Ohio [Lake_Ohio].",
+        short_answer="Ohio",
+        citations=["Lake_Ohio"],
+    )
+    done = finish_answer(question, draft, ctx_with(player, stray), checker=checker, from_model=True)
+    assert done.answer.short_answer is None
+    assert [c.source_id for c in done.answer.citations] == ["Dan_Hale"]
+
+
+@pytest.mark.parametrize(
+    ("question", "short", "trimmed"),
+    [
+        (
+            "Which plant is larger, the Pterocarya or the Cotula?",
+            "The Pterocarya is larger",
+            "Pterocarya",
+        ),
+        (
+            "Which came first the forming of The Owls or the birth of Robert Young?",
+            "Robert Young (musician) came first",
+            "Robert Young",
+        ),
+        ("Who was born first, Ann Smith or Bob Jones?", "Bob Jones", "Bob Jones"),
+        # names of both options, or of neither: kept as written
+        (
+            "Who was born first, Ann Smith or Bob Jones?",
+            "Ann Smith, before Bob Jones",
+            "Ann Smith, before Bob Jones",
+        ),
+        ("Is theft or robbery punished more severely?", "Robbery", "Robbery"),
+        (
+            "When was the singer of Diamond Cut born?",
+            "8 June 1951, Bonnie Tyler, Diamond Cut",
+            "8 June 1951",
+        ),
+        ("How many days may the police hold him?", "seven, then a magistrate", "seven"),
+        ("What was the town's population in 2011?", "6,960", "6,960"),
+        ("What was the town's population in 2011?", "6,960, in Young", "6,960"),
+        ("Who founded the band, and when?", "Ann Smith, 1990", "Ann Smith, 1990"),
+    ],
+)
+def test_a_short_answer_is_cut_to_what_the_question_asks(
+    question: str, short: str, trimmed: str
+) -> None:
+    assert trimmed_short_answer(question, short) == trimmed
 
 
 def test_a_two_fact_short_answer_is_explained_from_two_sections_in_words_or_digits() -> None:

@@ -36,6 +36,10 @@ RECITED = (
 )
 RULE_SECTIONS = 5
 """Retrieved sections, after the cited ones, whose sentences a yes/no verdict may rest on."""
+BRIDGED = (
+    "the cited sections hold the short answer but do not address the question; the retrieved "
+    "section that does, and names a cited one, is cited before them (cross-encoder relevance)"
+)
 OUT_OF_SCOPE = "the question names a document the collection does not hold"
 EXTRACTIVE = "the model's answer failed a check; the extractive reader's quotes were shipped"
 OVERRULED = (
@@ -214,6 +218,46 @@ def fits_type(short: str, kind: AnswerType) -> bool:
     """Whether a short answer has the shape of ``kind`` (a year holds 3–4 digits, a date a
     digit, month, century or decade, a number a digit or a number word)."""
     return bool(_SHAPES[kind].search(short))
+
+
+_PARTS = re.compile(r"\s*;\s*|\s*,(?!\d)\s*")  # "6,960" is one number
+_OR = re.compile(r"\s+or\s+", re.I)
+_NAME = re.compile(r"[A-Z][\w'’.-]*")
+
+
+def trimmed_short_answer(question: str, short: str) -> str:
+    """A short answer cut to what the question asks for:
+
+    - a year, date or number question (:func:`answer_type`) answered with a list of parts
+      ("8 June 1951, Bonnie Tyler, Diamond Cut") keeps its first part of that shape;
+    - a question offering a choice ("Which is larger, the Pterocarya or the Cotula?")
+      answered with one option in a sentence ("The Pterocarya is larger") keeps the option's
+      capitalised words it names, in the answer's order ("Pterocarya") — when the answer
+      names words of one option only.
+
+    Any other short answer is returned as it is."""
+    kind = answer_type(question)
+    if kind in ("year", "date", "number"):
+        parts = [p for p in _PARTS.split(short) if p]
+        if len(parts) > 1:
+            return next((p for p in parts if fits_type(p, kind)), short)
+        return short
+    pieces = _OR.split(question.rstrip(" ?"))
+    if len(pieces) != 2:
+        return short
+    first_word = question.split()[0] if question.split() else ""
+    sides = [{w.casefold() for w in _NAME.findall(piece) if w != first_word} for piece in pieces]
+    words = _NAME.findall(short)
+    named = [
+        {w.casefold() for w in words if w.casefold() in side - other}
+        for side, other in (sides, sides[::-1])
+    ]
+    if bool(named[0]) == bool(named[1]):
+        return short
+    chosen = named[0] or named[1]
+    kept = [w for w in words if w.casefold() in chosen]
+    run = " ".join(kept)
+    return run if run and len(run) < len(short) else short
 
 
 def shape_problem(question: str, short: str) -> tuple[str, Callable[[str], bool]] | None:
@@ -437,15 +481,28 @@ def finish_answer(
         # re-cited from the retrieved section that does address the question, else the
         # extractive answer, else declined
         again = recited(question, ctx, checker.cross_encoder)
-        instead = None if again else extractive()
-        answer = (
-            again or instead or GeneratedAnswer(answer_text=unrelated, is_insufficient_context=True)
-        )
+        if (
+            again
+            and short
+            and bridges(again, answer, ctx)
+            and _short_supported(question, short, answer, ctx)
+        ):
+            # a multi-hop answer: the section that holds it is about the next hop (the team,
+            # not the player); the section about the question that names it goes first
+            answer = _bridged(again, answer)
+            replaced = BRIDGED
+        else:
+            instead = None if again else extractive()
+            answer = (
+                again
+                or instead
+                or GeneratedAnswer(answer_text=unrelated, is_insufficient_context=True)
+            )
+            replaced = RECITED if again else EXTRACTIVE if instead else OFF_TOPIC
+            short = None
         report.answer = answer
-        replaced = RECITED if again else EXTRACTIVE if instead else OFF_TOPIC
-        short = None
     if short:
-        short = readable_short_answer(short, ctx)
+        short = trimmed_short_answer(question, readable_short_answer(short, ctx))
     if (
         short
         and not answer.is_insufficient_context
@@ -616,6 +673,42 @@ def recited(question: str, ctx: RunContext, scorer: CrossEncoder) -> GeneratedAn
     text = " ".join(f"{pairs[i][1].rstrip('.;:, ')} [{sid}]." for i in chosen)
     citation = section_citation(sid, ctx, sigmoid(logits[best]))
     return GeneratedAnswer(answer_text=text, citations=[citation])
+
+
+def _title(sid: str, ctx: RunContext) -> str:
+    """A retrieved section's own title, a trailing parenthetical dropped ("Robert Young
+    (musician)" → "Robert Young"); ``""`` when it has none."""
+    chunks = ctx.retrieved.get(sid) or []
+    title = chunks[0].title_path[-1] if chunks and chunks[0].title_path else ""
+    return re.sub(r"\s*\([^)]*\)\s*$", "", title).strip()
+
+
+def bridges(about: GeneratedAnswer, answer: GeneratedAnswer, ctx: RunContext) -> bool:
+    """Whether a section ``about`` cites (the one that addresses the question) names, by its
+    title, a section ``answer`` cites that it does not: the hop of a multi-hop question
+    ("He played for the Philadelphia Eagles" → the section *Philadelphia Eagles*)."""
+    first = {c.source_id for c in about.citations}
+    text = " ".join(join_parts(ctx.retrieved.get(sid) or []) for sid in first).casefold()
+    for sid in dict.fromkeys(c.source_id for c in answer.citations):
+        title = _title(sid, ctx)
+        if sid not in first and len(title) > 2 and title.casefold() in text:
+            return True
+    return False
+
+
+def _bridged(about: GeneratedAnswer, answer: GeneratedAnswer) -> GeneratedAnswer:
+    """``answer`` with the sentences of ``about`` (the section that addresses the question)
+    and their citation put first."""
+    cited = {c.source_id for c in about.citations}
+    return answer.model_copy(
+        update={
+            "answer_text": f"{about.answer_text} {answer.answer_text}".strip(),
+            "citations": [
+                *about.citations,
+                *(c for c in answer.citations if c.source_id not in cited),
+            ],
+        }
+    )
 
 
 def off_topic(
