@@ -642,3 +642,17 @@ def test_a_models_own_decline_gives_way_to_quotes_that_answer() -> None:
     )
     assert repaired.replaced == OVERRULED and not repaired.answer.is_insufficient_context
     assert "two lamps lit [HC_S9]" in repaired.answer.answer_text
+
+
+def test_an_initial_is_no_sentence_end_of_a_short_answer() -> None:
+    from sleuth.agents.finish import split_short_answer
+
+    def short(text: str) -> str | None:
+        return split_short_answer(AnswerDraft(answer_text=text))[0]
+
+    assert short("J. K. Rowling. She wrote the books [1].") == "J. K. Rowling"
+    # a whole first sentence of more words than a short answer has: none split off
+    assert (
+        short("E. B. White and Dan Masterson were both American writers of verse [1]. So.") is None
+    )
+    assert short("Paris. It is the capital [1].") == "Paris"

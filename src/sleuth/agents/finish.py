@@ -59,7 +59,9 @@ AnswerSource = Literal["model", "repaired", "replaced", "extractive"]
 Repair = Callable[[str, AnswerDraft], AnswerDraft | None]
 """Asks the model once more: ``(what was wrong, the draft) -> a new draft or None``."""
 _MARKERS = re.compile(r"\s*\[[^\]\n]{1,200}\]")
-_FIRST_SENTENCE = re.compile(r"\s*(.+?(?:[.!](?:\s*\[[^\]\n]{1,200}\])*(?=\s)|\n|$))", re.S)
+_FIRST_SENTENCE = re.compile(
+    r"\s*(.+?(?:(?<!\b[A-Z])[.!](?:\s*\[[^\]\n]{1,200}\])*(?=\s)|\n|$))", re.S
+)  # an initial ("E. B. White") ends no sentence
 _YES_NO = re.compile(r"^(yes|no)\b[\s,.;:!-]*", re.I)
 _DANGLING = re.compile(r"[\s,;:–—-]+$")
 AnswerType = Literal["yes/no", "year", "date", "number"]
