@@ -67,6 +67,7 @@ KEEP = (
     "out_of_scope",
     "answer_source",
     "latency_s",
+    "timings_ms",
     "tokens",
 )
 

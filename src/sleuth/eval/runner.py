@@ -208,6 +208,8 @@ def score_run(
         "replans": len(planning.get("replans") or []),
         "revisions": sum(1 for r in reflections if r.get("needs_revision")),
         "latency_s": round(seconds, 4),
+        # where the run's time went, per stage (guided: retrieve, generate, repair, …)
+        "timings_ms": trace.get("timings_ms") or {},
         "tokens": tokens,
         "cost_usd": _cost(tokens, config),
         "error": trace.get("error") or _status_error(response),
