@@ -485,6 +485,12 @@ def test_a_multi_hop_short_answer_keeps_its_section_behind_the_one_that_names_it
         ("How many days may the police hold him?", "seven, then a magistrate", "seven"),
         ("What was the town's population in 2011?", "6,960", "6,960"),
         ("What was the town's population in 2011?", "6,960, in Young", "6,960"),
+        # a question that asks two things keeps both answers
+        (
+            "How long can he be jailed the first time, and how long after that?",
+            "3 years, 5 years",
+            "3 years, 5 years",
+        ),
         ("Who founded the band, and when?", "Ann Smith, 1990", "Ann Smith, 1990"),
     ],
 )

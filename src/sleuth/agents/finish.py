@@ -16,6 +16,7 @@ from sleuth.agents.citations import (
     validate_citations,
 )
 from sleuth.agents.comparison import check_yes_no
+from sleuth.agents.guided.agents import is_multi_part
 from sleuth.agents.heuristic import compose_answer
 from sleuth.agents.quotes import answering_quotes, sentence_passages, with_quotes
 from sleuth.agents.reader import answer_kind, complete_sentences
@@ -230,7 +231,8 @@ _NAME = re.compile(r"[A-Z][\w'’.-]*")
 def trimmed_short_answer(question: str, short: str) -> str:
     """A short answer cut to what the question asks for:
 
-    - a year, date or number question (:func:`answer_type`) answered with a list of parts
+    - a year, date or number question (:func:`answer_type`) that asks one thing
+      (:func:`~sleuth.agents.guided.agents.is_multi_part`) answered with a list of parts
       ("8 June 1951, Bonnie Tyler, Diamond Cut") keeps its first part of that shape;
     - a question offering a choice ("Which is larger, the Pterocarya or the Cotula?")
       answered with one option in a sentence ("The Pterocarya is larger") keeps the option's
@@ -240,6 +242,8 @@ def trimmed_short_answer(question: str, short: str) -> str:
     Any other short answer is returned as it is."""
     kind = answer_type(question)
     if kind in ("year", "date", "number"):
+        if is_multi_part(question):  # "how long the first time, and after?": two answers
+            return short
         parts = [p for p in _PARTS.split(short) if p]
         if len(parts) > 1:
             return next((p for p in parts if fits_type(p, kind)), short)

@@ -774,16 +774,16 @@ def compress_evidence(
 # ---------------------------------------------------------------- generation
 
 
-GENERATION_EVIDENCE_CHARS = 600
+GENERATION_EVIDENCE_CHARS = 1200
 """Characters of each section's text the generator reads (each section focused on the
 question by :func:`focused_evidence` when longer: the sentences the cross-encoder scores
-best, in the section's order). Chosen on the judged statute set's ``dev`` split with the
-local 1.5B model, once every answer was backed by the quoted sentences
-(:mod:`~sleuth.agents.quotes`) and a model's own decline overruled: 1,200 → 600 took the
-median prompt from 1,373 to 984 tokens, the median generation from 16.1 to 10.5 s and
-the run's p50 from 20.4 to 16.5 s; key facts 0.64 → 0.61 (three questions lost half a
-fact, one gained one), gold cited 0.83 → 0.83, verdicts 4 → 5 of 8. (Before the quotes,
-a shorter budget cost key facts and gold cited: the model declined more often.)"""
+best, in the section's order). Shorter evidence is faster but loses facts the answer needs:
+budgets that fall with rank (1,200, 1,200, then 500) cost key facts 0.37 → 0.33 on the
+judged statute set's ``dev`` split before the answers were backed by quotes; 600 for every
+section, tried with the quotes (``0b6cc75``), took the local 1.5B model's median prompt from
+1,373 to 984 tokens and p50 from 20.4 to 16.5 s on ``dev`` but key facts 0.64 → 0.61 — a
+quality loss, so 1,200 stays (its ``test`` run, seen before this was settled, lost more:
+0.53 → 0.46, p50 22.7 → 18.8 s)."""
 GENERATION_SECTIONS = 5
 
 
