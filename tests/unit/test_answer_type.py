@@ -170,3 +170,25 @@ def test_an_option_of_the_question_is_explained_without_numbers() -> None:
 
 def test_an_answer_from_memory_is_still_not_explained() -> None:
     assert explain_from_evidence("Who designed Medici?", "Uwe Rosenberg", ["1"], BOARD_GAMES) == ""
+
+
+def test_a_sentence_given_as_the_short_answer_is_kept_as_a_claim_with_its_numbers() -> None:
+    # a whole sentence in "Answer:" is a claim for the support check, not an entity whose
+    # every word ("ancient", "still", "played") a section must hold
+    from sleuth.agents.answer import AnswerDraft
+    from sleuth.agents.guided.agents import explained_draft
+
+    draft = AnswerDraft(
+        answer_text="[2]",
+        short_answer="Yes, Senet is a very old board game that is still played in Egypt today",
+        citations=["2"],
+    )
+    out = explained_draft("Is Senet a board game?", draft, BOARD_GAMES)
+    assert not out.is_insufficient_context
+    assert out.short_answer == ""
+    assert out.answer_text == (
+        "Yes, Senet is a very old board game that is still played in Egypt today [2]."
+    )
+    # a short answer (an entity) is still held to the words of the evidence
+    short = AnswerDraft(answer_text="[1]", short_answer="Uwe Rosenberg", citations=["1"])
+    assert explained_draft("Who designed Medici?", short, BOARD_GAMES).is_insufficient_context

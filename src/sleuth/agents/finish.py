@@ -19,7 +19,7 @@ from sleuth.agents.comparison import check_yes_no
 from sleuth.agents.guided.agents import is_multi_part
 from sleuth.agents.heuristic import compose_answer
 from sleuth.agents.quotes import answering_quotes, sentence_passages, with_quotes
-from sleuth.agents.reader import answer_kind, complete_sentences
+from sleuth.agents.reader import SHORT_ANSWER_WORDS, answer_kind, complete_sentences
 from sleuth.agents.scope import decline, not_held
 from sleuth.agents.state import RunStatus
 from sleuth.agents.support import SupportChecker
@@ -53,9 +53,6 @@ REPAIR_PROMPT = (
     "it comes from, like [1]. If the results do not answer the question, reply "
     '"Insufficient context:" and say what is missing.'
 )
-SHORT_ANSWER_WORDS = 8
-"""A model answer whose first sentence has at most this many words (markers removed) and
-that goes on after it opens with a short answer (the entity, date, number or yes/no)."""
 AnswerSource = Literal["model", "repaired", "replaced", "extractive"]
 Repair = Callable[[str, AnswerDraft], AnswerDraft | None]
 """Asks the model once more: ``(what was wrong, the draft) -> a new draft or None``."""

@@ -33,6 +33,9 @@ OUTPUT_TOKENS: dict[AnswerKind, int] = {
 citation marker, so each budget holds the answer sentence and the points :data:`POINTS` asks
 for with room to spare (a small local model writes ~8 tokens/s on 2 cores: the budget is also
 the reader's worst-case time)."""
+SHORT_ANSWER_WORDS = 8
+"""A model answer whose first sentence has at most this many words (markers removed) and
+that goes on after it opens with a short answer (the entity, date, number or yes/no)."""
 POINTS: dict[AnswerKind, str] = {
     "fact": "one or two",
     "yes_no": "one or two",

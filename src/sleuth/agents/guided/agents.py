@@ -47,7 +47,13 @@ from sleuth.agents.guided.schemas import (
     Verdict,
 )
 from sleuth.agents.guided.structured import StructuredResult, call_structured
-from sleuth.agents.reader import OUTPUT_TOKENS, POINTS, answer_kind, complete_sentences
+from sleuth.agents.reader import (
+    OUTPUT_TOKENS,
+    POINTS,
+    SHORT_ANSWER_WORDS,
+    answer_kind,
+    complete_sentences,
+)
 from sleuth.agents.support import ANSWER_WORDS
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.llm.toolcalls import ToolCallNormalizer
@@ -900,7 +906,10 @@ def explained_draft(
 ) -> AnswerDraft:
     """A model's short answer backed by evidence numbers only (``Facts: [1]`` / ``Answer:
     …``) with its explanation quoted from the evidence (:func:`explain_from_evidence`), or
-    an honest "insufficient context" when no section holds it; any other draft as it is."""
+    an honest "insufficient context" when no section holds it — unless the "short answer"
+    is a sentence (more than :data:`~sleuth.agents.reader.SHORT_ANSWER_WORDS` words): that
+    is a claim, kept with its evidence numbers for the support check of
+    :func:`~sleuth.agents.finish.finish_answer`. Any other draft as it is."""
     if (
         not draft.short_answer
         or draft.is_insufficient_context
@@ -910,6 +919,15 @@ def explained_draft(
     explanation = explain_from_evidence(question, draft.short_answer, draft.citations, evidence)
     if explanation:
         return draft.model_copy(update={"answer_text": explanation, "citations": []})
+    if len(draft.short_answer.split()) > SHORT_ANSWER_WORDS:
+        # a sentence, not a short answer ("Yes, they must tell him why and he can get
+        # bail"), with words no section holds: a claim on the evidence it numbers, judged
+        # for support like any other, not declined word by word as an entity would be
+        markers = " ".join(f"[{c}]" for c in draft.citations)
+        claim = draft.short_answer.strip().rstrip(".")
+        return draft.model_copy(
+            update={"answer_text": f"{claim} {markers}".strip() + ".", "short_answer": ""}
+        )
     return AnswerDraft(  # an answer from memory: no retrieved section holds it
         answer_text="Insufficient context: no retrieved section supports the answer "
         f"the model gave ('{draft.short_answer}').",
