@@ -14,6 +14,7 @@ from sleuth.agents.finish import (
     _rule_checked,
     finish_answer,
     off_topic,
+    split_short_answer,
     trimmed_short_answer,
 )
 from sleuth.agents.reader import answer_kind, complete_sentences
@@ -651,8 +652,6 @@ def test_a_models_own_decline_gives_way_to_quotes_that_answer() -> None:
 
 
 def test_an_initial_is_no_sentence_end_of_a_short_answer() -> None:
-    from sleuth.agents.finish import split_short_answer
-
     def short(text: str) -> str | None:
         return split_short_answer(AnswerDraft(answer_text=text))[0]
 

@@ -24,6 +24,7 @@ from sleuth.agents.scope import decline, not_held
 from sleuth.agents.state import RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import rule_verdict
+from sleuth.retrieval.hops import main_title
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import digits, terms
@@ -678,14 +679,6 @@ def recited(question: str, ctx: RunContext, scorer: CrossEncoder) -> GeneratedAn
     return GeneratedAnswer(answer_text=text, citations=[citation])
 
 
-def _title(sid: str, ctx: RunContext) -> str:
-    """A retrieved section's own title, a trailing parenthetical dropped ("Robert Young
-    (musician)" → "Robert Young"); ``""`` when it has none."""
-    chunks = ctx.retrieved.get(sid) or []
-    title = chunks[0].title_path[-1] if chunks and chunks[0].title_path else ""
-    return re.sub(r"\s*\([^)]*\)\s*$", "", title).strip()
-
-
 def bridges(about: GeneratedAnswer, answer: GeneratedAnswer, ctx: RunContext) -> bool:
     """Whether a section ``about`` cites (the one that addresses the question) names, by its
     title, a section ``answer`` cites that it does not: the hop of a multi-hop question
@@ -693,7 +686,8 @@ def bridges(about: GeneratedAnswer, answer: GeneratedAnswer, ctx: RunContext) ->
     first = {c.source_id for c in about.citations}
     text = " ".join(join_parts(ctx.retrieved.get(sid) or []) for sid in first).casefold()
     for sid in dict.fromkeys(c.source_id for c in answer.citations):
-        title = _title(sid, ctx)
+        chunks = ctx.retrieved.get(sid) or []
+        title = main_title(chunks[0].title_path[-1]) if chunks and chunks[0].title_path else ""
         if sid not in first and len(title) > 2 and title.casefold() in text:
             return True
     return False
