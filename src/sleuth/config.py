@@ -129,6 +129,13 @@ class Settings(BaseSettings):
     llm_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     llm_timeout_s: float = Field(default=120.0, gt=0, description="Per-request LLM timeout")
     llm_max_tokens: int = Field(default=1024, ge=16, description="Cap on tokens per LLM reply")
+    llm_context_tokens: int | None = Field(
+        default=None,
+        ge=256,
+        description="Context window of the model server in tokens; every prompt is fitted to "
+        "it (default: asked from the server where it says, as llama.cpp's /props does; "
+        "else prompts are sent as they are)",
+    )
     max_iterations: int = Field(default=10, ge=1, description="ReAct loop cap (tool rounds)")
     max_refinements: int = Field(
         default=2, ge=0, description="Guided mode: CRAG refinement rounds at most"

@@ -68,3 +68,13 @@ def require(module: str, extra: str, purpose: str) -> object:
         return importlib.import_module(module)
     except ImportError as exc:
         raise MissingExtraError(extra, module.split(".")[0], purpose) from exc
+
+
+class ModelDeadlineExceeded(SleuthError):
+    """A model call was not started, or not waited for, because the run's deadline passed
+    (``SLEUTH_RUN_TIMEOUT_S`` or the request's ``timeout_s``)."""
+
+
+class ContextWindowExceeded(SleuthError):
+    """The model server refused a prompt longer than its context window (an HTTP 400 that
+    says so): a configuration fault (``SLEUTH_LLM_CONTEXT_TOKENS``), not missing evidence."""

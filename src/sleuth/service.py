@@ -36,6 +36,7 @@ from sleuth.agents.state import AgentState, AgentStep, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.config import Settings
 from sleuth.errors import UserError
+from sleuth.llm.calls import RunLimits, run_limits
 from sleuth.llm.retry_notice import retry_notices
 from sleuth.memory import AgentMemory, Memory
 from sleuth.retrieval.search import KnowledgeBase
@@ -150,6 +151,16 @@ class AgentService:
         from sleuth.agents.llm_reasoner import LLMReasoner
 
         return LLMReasoner(model, name=self.settings.llm)
+
+    @cached_property
+    def context_tokens(self) -> int | None:
+        """The model's context window that prompts are fitted to (see
+        :func:`sleuth.llm.factory.context_tokens`); ``None`` without a model or when unknown."""
+        if getattr(self.reasoner, "model", None) is None:
+            return None
+        from sleuth.llm.factory import context_tokens
+
+        return context_tokens(self.settings)
 
     @property
     def mcp(self) -> MCPToolbox | None:
@@ -271,8 +282,17 @@ class AgentService:
         )
         similar = [m.citations for m in recalled if _similar(query, m.question)]
         recalled_citations = similar[0] if similar else []
-        # a model request waiting out a 429 Retry-After (or a 5xx) says so in the trace
-        with retry_notices(lambda line: emitter.emit(ObserveEvent(content=line))):
+        limits = RunLimits(
+            deadline=deadline,
+            context_tokens=self.context_tokens,
+            notify=lambda line: emitter.emit(ObserveEvent(content=line)),
+        )
+        # a model request waiting out a 429 Retry-After (or a 5xx) says so in the trace;
+        # every model call obeys the run's deadline and the model's window (sleuth.llm.calls)
+        with (
+            retry_notices(lambda line: emitter.emit(ObserveEvent(content=line))),
+            run_limits(limits),
+        ):
             if mode == "guided":
                 outcome = self._run_guided(
                     query.strip(), ctx, tools, emitter, deadline, checks, recalled_citations
@@ -291,6 +311,9 @@ class AgentService:
             token_usage_by_stage=ctx.usage_by_stage,
             error=outcome.error,
             memory=memory,
+            context_tokens=limits.context_tokens,
+            prompt_trims=list(limits.trims),
+            deadline_cut_model_call=limits.cut,
         )
         if use_mcp and self.mcp is not None:  # servers, their tools, unreachable ones
             trace["mcp"] = self.mcp.status()

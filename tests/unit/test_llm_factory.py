@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from sleuth.config import Settings
-from sleuth.errors import ConfigError, MissingExtraError
+from sleuth.errors import ConfigError, ContextWindowExceeded, MissingExtraError
 from sleuth.llm import factory, testing
 from sleuth.llm.factory import LLMSpec, make_chat_model, parse_llm_spec
 from sleuth.llm.local import LlamaCppChatModel, describe_tools, parse_tool_reply, to_llama_messages
@@ -370,15 +370,16 @@ def test_fit_context_cuts_long_turns_and_keeps_system_and_question() -> None:
     fitted = model._fit_context(_WordTokenizer(), chat)
     total = sum(len(turn["content"].split()) for turn in fitted)
     assert total <= 600 - 100 - 16 - 8 * len(chat)
+    assert fitted[2]["content"].startswith("observation observation")
     assert fitted[0] == chat[0]
     assert fitted[1] == chat[1]
     assert fitted[3] == chat[3]
-    assert "[...truncated...]" in fitted[2]["content"]
+    assert "[truncated: " in fitted[2]["content"] and " of 60000 chars]" in fitted[2]["content"]
     assert chat[2]["content"] == "observation " * 5000  # input not mutated
 
 
 def test_fit_context_raises_when_impossible() -> None:
     model = LlamaCppChatModel(model_path="unused.gguf", n_ctx=256, max_tokens=200)
     chat = [{"role": "system", "content": "x " * 40}, {"role": "user", "content": "y " * 40}]
-    with pytest.raises(ValueError, match="even after truncation"):
+    with pytest.raises(ContextWindowExceeded, match="even after cutting"):
         model._fit_context(_WordTokenizer(), chat)

@@ -34,6 +34,8 @@ from sleuth.agents.multihop import run_hop_starts
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.reflection import CRITIQUE_NOTE
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
+from sleuth.errors import ContextWindowExceeded
+from sleuth.llm import calls
 from sleuth.llm.toolcalls import NormalizedReply, ToolCallNormalizer, content_parts
 from sleuth.prompts import load_prompt
 from sleuth.tools.base import RunContext, ToolRegistry, json_parameters
@@ -122,7 +124,7 @@ class LLMReasoner:
         first = not ctx.searches and "rag_search" in tools
         specs = [*tools.specs(), final_answer_spec()]
         bound = self.model.bind_tools(specs, tool_choice="rag_search" if first else "auto")
-        reply = bound.invoke(self._prompt(state))
+        reply = calls.invoke(bound, self._prompt(state))
         if not isinstance(reply, AIMessage):
             reply = AIMessage(content=str(getattr(reply, "content", reply)))
         ctx.add_usage(dict(reply.usage_metadata or {}))
@@ -330,7 +332,9 @@ class LLMReasoner:
                 messages = messages[:-1]
             messages += [AIMessage(draft.answer_text), HumanMessage(problem)]
             try:
-                reply = self.model.invoke(messages)
+                reply = calls.invoke(self.model, messages)
+            except ContextWindowExceeded:
+                raise
             except Exception:
                 return None
             ctx.add_usage(dict(getattr(reply, "usage_metadata", None) or {}))

@@ -47,7 +47,8 @@ from sleuth.agents.reasoner import Decision, Reasoner
 from sleuth.agents.reflection import CRITIQUE_NOTE, MAX_REVISIONS, critique_draft
 from sleuth.agents.state import AgentState, AgentStep, AgentStepType, RunStatus, ToolCallRequest
 from sleuth.agents.support import SupportChecker
-from sleuth.errors import ConfigError, ToolError
+from sleuth.errors import ConfigError, ModelDeadlineExceeded, ToolError
+from sleuth.llm import calls
 from sleuth.tools.base import RunContext, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
@@ -223,6 +224,14 @@ def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         }
     try:
         decision = rt.reasoner.decide(state, rt.ctx, rt.tools)
+    except ModelDeadlineExceeded:  # the model did not answer in the run's time
+        thought = "Stopping: timeout; answering from the evidence so far."
+        rt.timed("think", started)
+        rt.emitter.emit(ThinkEvent(content=thought, iteration=state.iteration_count))
+        return {
+            "stop_status": RunStatus.TIMEOUT,
+            "steps": [AgentStep(step_type=AgentStepType.THINK, content=thought)],
+        }
     except Exception as exc:  # a failing model must not crash the run
         rt.error = f"the reasoner failed: {type(exc).__name__}: {exc}"
         decision = Decision(thought=rt.error[0].upper() + rt.error[1:])
@@ -446,11 +455,12 @@ def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
                 draft = compose_answer(question, rt.ctx)
     model_repair = getattr(rt.reasoner, "repair", None)
     from_model = getattr(rt.reasoner, "model", None) is not None and not draft.extractive
+    stop = state.stop_status or (RunStatus.TIMEOUT if calls.was_cut() else None)
     finished = finish_answer(
         question,
         draft,
         rt.ctx,
-        state.stop_status,
+        stop,
         rt.error,
         checker=rt.checker,
         strict_grounding=rt.strict_grounding,

@@ -315,3 +315,44 @@ def _provider_error(spec: LLMSpec, exc: BaseException) -> ConfigError:
         f"SLEUTH_LLM={spec.provider}:{spec.model}: cannot create the {spec.provider} chat "
         f"model ({detail}); {hint}"
     )
+
+
+def context_tokens(settings: Settings, timeout_s: float = 2.0) -> int | None:
+    """The context window prompts of the configured model must fit, in tokens.
+
+    ``SLEUTH_LLM_CONTEXT_TOKENS`` when set; else, for ``openai:`` with
+    ``SLEUTH_LLM_BASE_URL``, the window the server reports — llama.cpp's ``GET /props``
+    (``default_generation_settings.n_ctx``) or vLLM's ``GET /v1/models``
+    (``max_model_len``) — asked once with a short timeout; ``None`` otherwise (hosted APIs,
+    an in-process model, which fits prompts with its own tokenizer, or a server that does
+    not say). Never raises.
+    """
+    if settings.llm_context_tokens:
+        return settings.llm_context_tokens
+    try:
+        spec = parse_llm_spec(settings.llm)
+    except ConfigError:
+        return None
+    if spec.provider != "openai" or not settings.llm_base_url:
+        return None
+    import httpx
+
+    base = settings.llm_base_url.rstrip("/")
+    root = base.removesuffix("/v1")
+    try:
+        with httpx.Client(timeout=timeout_s) as client:
+            props = client.get(f"{root}/props")
+            if props.status_code == 200:
+                settings_ = props.json().get("default_generation_settings") or {}
+                n_ctx = settings_.get("n_ctx") or props.json().get("n_ctx")
+                if isinstance(n_ctx, int) and n_ctx > 0:
+                    return n_ctx
+            models = client.get(f"{base}/models")
+            if models.status_code == 200:
+                for entry in models.json().get("data") or []:
+                    size = entry.get("max_model_len")
+                    if isinstance(size, int) and size > 0:
+                        return size
+    except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+        return None
+    return None

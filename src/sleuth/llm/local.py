@@ -43,12 +43,12 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from sleuth.errors import require
+from sleuth.llm import calls
 from sleuth.llm.toolcalls import ToolCallNormalizer, object_end
 
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _CACHE_LOCK = threading.Lock()
 
-_TRUNCATION_MARK = " [...truncated...] "
 _ANSWER_KEYS = ("answer", "final_answer", "response", "message", "content")
 
 
@@ -375,52 +375,21 @@ class LlamaCppChatModel(BaseChatModel):
         return super().bind(tools=formatted, tool_choice=tool_choice, **kwargs)
 
     def _fit_context(self, llama: Any, chat: list[dict[str, str]]) -> list[dict[str, str]]:
-        """Shorten turns (middle cut) until the prompt fits ``n_ctx - max_tokens``.
-
-        Older non-system turns are cut first, then the last turn, then the system prompt;
-        each cut keeps the head and tail of the text around a ``[...truncated...]`` mark.
+        """The turns cut (middle first, :func:`sleuth.llm.calls.fit_turns`, with the model's
+        own tokenizer) until the prompt fits ``n_ctx - max_tokens``; each cut is visible in
+        the text and reported to the run.
 
         Raises:
-            ValueError: the prompt cannot be made to fit (``n_ctx`` far too small).
+            ContextWindowExceeded: the prompt cannot be made to fit (``n_ctx`` far too small).
         """
 
         def count(text: str) -> int:
             return len(llama.tokenize(text.encode("utf-8"), add_bos=False))
 
-        budget = self.n_ctx - self.max_tokens - 16 - 8 * len(chat)
-        counts = [count(turn["content"]) for turn in chat]
-        if sum(counts) <= budget:
-            return chat
-        chat = [dict(turn) for turn in chat]
-        last = len(chat) - 1
-        middle = [i for i in range(len(chat)) if i != last and chat[i]["role"] != "system"]
-        tiers = [middle, [last], [i for i in range(len(chat)) if chat[i]["role"] == "system"]]
-        minimum = 48
-        for tier in tiers:
-            while sum(counts) > budget:
-                shrinkable = [i for i in tier if counts[i] > minimum]
-                if not shrinkable:
-                    break
-                index = max(shrinkable, key=lambda i: counts[i])
-                target = max(counts[index] - (sum(counts) - budget) - 16, minimum)
-                content = chat[index]["content"]
-                keep = int(len(content) * target / counts[index])
-                if keep >= len(content) - len(_TRUNCATION_MARK):
-                    keep = len(content) // 2
-                head = keep * 2 // 3
-                tail = keep - head
-                cut = content[:head] + _TRUNCATION_MARK + (content[-tail:] if tail > 0 else "")
-                new_count = count(cut)
-                if new_count >= counts[index]:
-                    break
-                chat[index]["content"] = cut
-                counts[index] = new_count
-        if sum(counts) > budget:
-            raise ValueError(
-                f"the prompt needs {sum(counts)} tokens even after truncation; "
-                f"n_ctx={self.n_ctx} leaves {budget} for it (max_tokens={self.max_tokens})"
-            )
-        return chat
+        budget = self.n_ctx - self.max_tokens - calls.PROMPT_OVERHEAD
+        budget -= calls.TURN_OVERHEAD * len(chat)
+        texts = calls.fit_turns([(t["role"], t["content"]) for t in chat], budget, count)
+        return [{**turn, "content": text} for turn, text in zip(chat, texts, strict=True)]
 
     def _generate(
         self,
@@ -506,6 +475,9 @@ class LlamaCppChatModel(BaseChatModel):
             (``"stop"``, ``"length"``), ``"tool_call"`` (JSON complete) or ``"timeout"``.
         """
         deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
+        run_deadline = calls.deadline()  # the run's, when sooner: no generation outlives it
+        if run_deadline is not None:
+            deadline = run_deadline if deadline is None else min(deadline, run_deadline)
         stream = llama.create_chat_completion(
             messages=chat,
             temperature=self.temperature,

@@ -55,7 +55,9 @@ from sleuth.agents.reader import (
     complete_sentences,
 )
 from sleuth.agents.support import ANSWER_WORDS
+from sleuth.errors import ContextWindowExceeded
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
+from sleuth.llm import calls
 from sleuth.llm.toolcalls import ToolCallNormalizer
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.search import join_parts
@@ -886,9 +888,11 @@ def generate_draft(
         return StructuredResult(value=fallback(), path="fallback")
     kind = answer_kind(question)
     try:
-        reply = with_budget(model, OUTPUT_TOKENS[kind]).invoke(
-            generation_messages(question, evidence, notes)
+        reply = calls.invoke(
+            with_budget(model, OUTPUT_TOKENS[kind]), generation_messages(question, evidence, notes)
         )
+    except ContextWindowExceeded:
+        raise
     except Exception as exc:
         return StructuredResult(
             value=fallback(), path="fallback", errors=[f"{type(exc).__name__}: {exc}"]

@@ -102,7 +102,8 @@ from sleuth.agents.quotes import answering_quotes, quoted_draft
 from sleuth.agents.reader import answer_kind
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.support import SupportChecker
-from sleuth.errors import ConfigError, ToolError
+from sleuth.errors import ConfigError, ContextWindowExceeded, ToolError
+from sleuth.llm import calls
 from sleuth.llm.toolcalls import content_parts
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.rerank import sigmoid
@@ -564,12 +565,15 @@ def skip(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         text = ""
         if rt.model is not None:
             try:
-                reply = rt.model.invoke(
-                    [SystemMessage(load_prompt("guided_direct")), HumanMessage(state.question)]
+                reply = calls.invoke(
+                    rt.model,
+                    [SystemMessage(load_prompt("guided_direct")), HumanMessage(state.question)],
                 )
                 rt.usage_for("direct")(dict(getattr(reply, "usage_metadata", None) or {}))
                 visible, _ = content_parts(reply.content, getattr(reply, "additional_kwargs", None))
                 text = clean_answer_text(visible)
+            except ContextWindowExceeded:
+                raise
             except Exception as exc:
                 rt.think(f"The direct reply failed ({type(exc).__name__}); using a canned one.")
         draft = AnswerDraft(
@@ -1156,11 +1160,12 @@ def finalize(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         for e in (rt.generation[1] if rt.generation else _generation_evidence(rt, state))
     ]
     fallback, overrule = _quoted_fallbacks(rt, state, ranked) if from_model else (None, None)
+    stop = state.stop_status or (RunStatus.TIMEOUT if calls.was_cut() else None)
     finished = finish_answer(
         state.question,
         draft,
         rt.ctx,
-        state.stop_status,
+        stop,
         require_citations=not conversational,
         checker=rt.checker,
         strict_grounding=strict and not conversational,
@@ -1219,7 +1224,9 @@ def _repair(rt: _Run) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
         ]
         started = time.perf_counter()
         try:
-            reply = rt.model.invoke(messages)
+            reply = calls.invoke(rt.model, messages)
+        except ContextWindowExceeded:
+            raise
         except Exception:
             return None
         finally:

@@ -24,6 +24,8 @@ import json_repair
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
+from sleuth.errors import ContextWindowExceeded
+from sleuth.llm import calls
 from sleuth.llm.toolcalls import ToolCallNormalizer, message_text
 from sleuth.tools.base import json_parameters
 
@@ -229,7 +231,9 @@ def call_structured(
     for attempt in range(max_retries + 1):
         retries = attempt
         try:
-            reply = bound.invoke(conversation)
+            reply = calls.invoke(bound, conversation)
+        except ContextWindowExceeded:
+            raise  # a configuration fault the fallback would hide as missing evidence
         except Exception as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
             break

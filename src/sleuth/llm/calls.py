@@ -1,0 +1,341 @@
+"""Every model call of a run, held to the run's limits: its deadline and the model's window.
+
+A run sets its limits once (:func:`run_limits`, in :class:`sleuth.service.AgentService`);
+the agents send each request through :func:`invoke`, which
+
+* never waits past the run's deadline: the request runs in a worker thread and is given up
+  when the remaining time is spent (an OpenAI-compatible client also gets the remaining time
+  as its request timeout, so the abandoned request ends as well, and the in-process model
+  stops generating, :func:`deadline`); a request due after the deadline is not sent. Both
+  raise :class:`~sleuth.errors.ModelDeadlineExceeded` and mark the run as cut
+  (:attr:`RunLimits.cut`), so it ends with status ``timeout``;
+* fits the prompt into the model's context window when the window is known
+  (``RunLimits.context_tokens``; the in-process model fits with its own tokenizer,
+  :func:`fit_turns`): the longest turns lose their middle first, each cut visible in the text
+  as ``[truncated: N of M chars]`` and reported to the run (:func:`report_trim`);
+* turns a server's refusal of a prompt for its length into
+  :class:`~sleuth.errors.ContextWindowExceeded`, which ends the run as an error that says so
+  rather than as missing evidence.
+
+Outside a run (no limits set) :func:`invoke` is a plain ``runnable.invoke``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sleuth.errors import ContextWindowExceeded, ModelDeadlineExceeded
+
+DEFAULT_OUTPUT_RESERVE = 512
+"""Tokens kept free for the reply when the call does not bind its own ``max_tokens``."""
+TURN_OVERHEAD = 8
+"""Tokens a chat template adds around each turn (role markers), counted when fitting."""
+PROMPT_OVERHEAD = 32
+"""Tokens a chat template adds once (begin/end markers, a default system line)."""
+MIN_TURN_TOKENS = 48
+"""A turn is never cut below this many tokens."""
+BYTES_PER_TOKEN = 3.0
+"""Estimate for a server whose tokenizer is unknown: one token per 3 UTF-8 bytes (BPE
+vocabularies average ~4 characters per English token and ~1 per CJK character, i.e. 3
+bytes), so the estimate errs on the long side and a fitted prompt stays inside the window."""
+
+_CONTEXT_REFUSAL = re.compile(
+    r"context (?:length|size|window)|maximum context|exceeds? the (?:available )?context|"
+    r"n_ctx|prompt is too long|too many tokens",
+    re.I,
+)
+_NUMBERS = re.compile(r"\d[\d,]*")
+
+
+@dataclass
+class RunLimits:
+    """The limits of one run, shared by every model call made inside :func:`run_limits`.
+
+    Attributes:
+        deadline: ``time.monotonic()`` value past which no model call is waited for.
+        context_tokens: the model's context window in tokens, when known (prompts of a
+            remote model are fitted to it); ``None``: not fitted.
+        notify: receives one line per event worth showing (a trimmed prompt).
+        cut: set when a model call was given up or not sent because of the deadline.
+        trims: one record per trimmed prompt: ``{"turn", "role", "chars", "kept_chars",
+            "tokens", "budget"}``.
+    """
+
+    deadline: float | None = None
+    context_tokens: int | None = None
+    notify: Callable[[str], None] | None = None
+    cut: bool = False
+    trims: list[dict[str, Any]] = field(default_factory=list)
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (may be ≤ 0); ``None`` without a deadline."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+
+_limits: contextvars.ContextVar[RunLimits | None] = contextvars.ContextVar(
+    "sleuth_run_limits", default=None
+)
+
+
+@contextmanager
+def run_limits(limits: RunLimits) -> Iterator[RunLimits]:
+    """Within the block (this thread or task, and work it hands a copied context), every
+    :func:`invoke` obeys ``limits``."""
+    token = _limits.set(limits)
+    try:
+        yield limits
+    finally:
+        _limits.reset(token)
+
+
+def current() -> RunLimits | None:
+    """The limits of the run in progress in this context, if any."""
+    return _limits.get()
+
+
+def deadline() -> float | None:
+    """The current run's deadline (``time.monotonic()`` seconds), if any."""
+    limits = _limits.get()
+    return None if limits is None else limits.deadline
+
+
+def was_cut() -> bool:
+    """Whether a model call of the current run was given up or not sent for its deadline."""
+    limits = _limits.get()
+    return limits is not None and limits.cut
+
+
+def report_trim(record: dict[str, Any]) -> None:
+    """Record a trimmed prompt turn on the current run and tell its trace."""
+    limits = _limits.get()
+    if limits is None:
+        return
+    limits.trims.append(record)
+    if limits.notify is not None:
+        limits.notify(
+            f"The prompt did not fit the model's context window ({record['budget']} tokens "
+            f"for the prompt): the {record['role']} turn was cut from {record['chars']} to "
+            f"{record['kept_chars']} characters."
+        )
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens ``text`` is assumed to take on a server whose tokenizer is unknown
+    (:data:`BYTES_PER_TOKEN`)."""
+    return math.ceil(len(text.encode("utf-8")) / BYTES_PER_TOKEN)
+
+
+def truncation_mark(left_out: int, total: int) -> str:
+    """The visible mark of a middle cut: ``" [truncated: 1200 of 5000 chars] "``."""
+    return f" [truncated: {left_out} of {total} chars] "
+
+
+def cut_middle(text: str, keep: int) -> str:
+    """``text`` cut to about ``keep`` characters: two thirds from the head, one third from
+    the tail, with :func:`truncation_mark` between; unchanged when already that short."""
+    if keep >= len(text):
+        return text
+    keep = max(keep, 0)
+    head = keep * 2 // 3
+    tail = keep - head
+    mark = truncation_mark(len(text) - keep, len(text))
+    return text[:head] + mark + (text[len(text) - tail :] if tail > 0 else "")
+
+
+def fit_turns(
+    turns: Sequence[tuple[str, str]],
+    budget: int,
+    count: Callable[[str], int],
+) -> list[str]:
+    """The texts of ``turns`` (``(role, text)``) cut until their tokens fit ``budget``.
+
+    Older non-system turns are cut first, then the last turn, then the system turns; the
+    longest turn of a tier first, each to no fewer than :data:`MIN_TURN_TOKENS` tokens, by
+    :func:`cut_middle`. Each cut is reported (:func:`report_trim`).
+
+    Args:
+        turns: the prompt's turns in order.
+        budget: tokens the turns may take in all (template overhead already deducted).
+        count: tokens of one text (the model's tokenizer, or :func:`estimate_tokens`).
+
+    Returns:
+        The (possibly cut) texts, one per turn.
+
+    Raises:
+        ContextWindowExceeded: the turns cannot be cut to fit (a window far too small).
+    """
+    texts = [text for _, text in turns]
+    counts = [count(text) for text in texts]
+    if sum(counts) <= budget:
+        return texts
+    original = list(texts)
+    last = len(texts) - 1
+    roles = [role for role, _ in turns]
+    middle = [i for i in range(len(texts)) if i != last and roles[i] != "system"]
+    tiers = [middle, [last], [i for i in range(len(texts)) if roles[i] == "system"]]
+    for tier in tiers:
+        while sum(counts) > budget:
+            shrinkable = [i for i in tier if counts[i] > MIN_TURN_TOKENS]
+            if not shrinkable:
+                break
+            i = max(shrinkable, key=lambda j: counts[j])
+            target = max(counts[i] - (sum(counts) - budget) - 24, MIN_TURN_TOKENS)
+            source = original[i]
+            keep = int(len(texts[i]) * target / counts[i])
+            cut = cut_middle(source, min(keep, len(source) - 1))
+            new = count(cut)
+            if new >= counts[i]:
+                break
+            texts[i], counts[i] = cut, new
+    if sum(counts) > budget:
+        raise ContextWindowExceeded(
+            f"the prompt needs {sum(counts)} tokens even after cutting every turn; the "
+            f"model's context window leaves {budget} for it"
+        )
+    for i, text in enumerate(texts):
+        if text != original[i]:
+            report_trim(
+                {
+                    "turn": i,
+                    "role": roles[i],
+                    "chars": len(original[i]),
+                    "kept_chars": len(text),
+                    "tokens": counts[i],
+                    "budget": budget,
+                }
+            )
+    return texts
+
+
+def _bound(runnable: Any) -> tuple[Any, dict[str, Any]]:
+    """The chat model under ``runnable`` (a ``bind``/``bind_tools`` result) and the bound
+    keyword arguments."""
+    kwargs: dict[str, Any] = {}
+    while hasattr(runnable, "bound") and hasattr(runnable, "kwargs"):
+        kwargs = {**dict(runnable.kwargs or {}), **kwargs}
+        runnable = runnable.bound
+    return runnable, kwargs
+
+
+def _is_local(model: Any) -> bool:
+    return getattr(model, "_llm_type", "") == "sleuth-llamacpp"
+
+
+def _is_openai(model: Any) -> bool:
+    return any(cls.__name__ == "BaseChatOpenAI" for cls in type(model).__mro__)
+
+
+def fit_messages(messages: Any, model: Any, bound: dict[str, Any], window: int) -> Any:
+    """``messages`` (a list of LangChain messages) with their text cut to fit ``window``
+    tokens, counting the bound tools' schemas and the reply's budget; other inputs as is."""
+    if not isinstance(messages, list) or not all(hasattr(m, "content") for m in messages):
+        return messages
+    reserve = int(bound.get("max_tokens") or getattr(model, "max_tokens", None) or 0)
+    reserve = reserve or DEFAULT_OUTPUT_RESERVE
+    tools = bound.get("tools")
+    schema = estimate_tokens(json.dumps(tools)) if tools else 0
+    budget = window - reserve - schema - PROMPT_OVERHEAD - TURN_OVERHEAD * len(messages)
+    textual = [i for i, m in enumerate(messages) if isinstance(m.content, str)]
+    turns = [(messages[i].type, messages[i].content) for i in textual]
+    texts = fit_turns(turns, budget, estimate_tokens)
+    out = list(messages)
+    for i, text in zip(textual, texts, strict=True):
+        if text != messages[i].content:
+            out[i] = messages[i].model_copy(update={"content": text})
+    return out
+
+
+def context_refusal(exc: BaseException) -> ContextWindowExceeded | None:
+    """A :class:`ContextWindowExceeded` for a server's refusal of a too-long prompt (an
+    HTTP 400 whose message speaks of the context length), else ``None``."""
+    status = getattr(exc, "status_code", None)
+    text = str(exc)
+    if status not in (400, 413, None) or not _CONTEXT_REFUSAL.search(text):
+        return None
+    if status is None and "400" not in text:
+        return None
+    numbers = ", ".join(n for n in _NUMBERS.findall(text) if len(n) >= 3 and n != "400")
+    detail = f" (the server's numbers: {numbers})" if numbers else ""
+    return ContextWindowExceeded(
+        f"the model server refused the prompt as longer than its context window{detail}; "
+        "set SLEUTH_LLM_CONTEXT_TOKENS to the server's window so that prompts are fitted "
+        f"to it, or start the server with a larger one. Server said: {text[:300]}"
+    )
+
+
+def invoke(runnable: Any, messages: Any, **kwargs: Any) -> Any:
+    """``runnable.invoke(messages, **kwargs)`` under the current run's limits (see the
+    module doc).
+
+    Raises:
+        ModelDeadlineExceeded: the deadline passed before or during the call.
+        ContextWindowExceeded: the server refused the prompt for its length, or it cannot
+            be fitted to the known window.
+        Exception: whatever the model raises otherwise.
+    """
+    limits = _limits.get()
+    model, bound = _bound(runnable)
+    extra = getattr(model, "extra_body", None)
+    if _is_openai(model) and bound.get("max_tokens") and isinstance(extra, dict):
+        # an OpenAI-compatible server reads the body's max_tokens, which the client's
+        # extra_body sets to the model's cap: the call's own budget must replace it there
+        kwargs.setdefault("extra_body", {**extra, "max_tokens": bound["max_tokens"]})
+    if limits is None:
+        return _classified(runnable, messages, kwargs)
+    if limits.context_tokens and not _is_local(model):
+        messages = fit_messages(messages, model, bound, limits.context_tokens)
+    left = limits.remaining()
+    if left is None:
+        return _classified(runnable, messages, kwargs)
+    if left <= 0:
+        limits.cut = True
+        raise ModelDeadlineExceeded("the run's deadline passed before this model call")
+    if _is_openai(model):
+        kwargs.setdefault("timeout", left)
+    done: Future[Any] = Future()
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            done.set_result(context.run(_classified, runnable, messages, kwargs))
+        except BaseException as exc:  # handed to the waiting thread
+            done.set_exception(exc)
+
+    threading.Thread(target=work, name="sleuth-model-call", daemon=True).start()
+    try:
+        return done.result(timeout=max(left, 0.0))
+    except Exception as exc:
+        if not done.done():  # still waiting: the deadline came first
+            limits.cut = True
+            raise ModelDeadlineExceeded(
+                f"the model did not answer within the run's remaining {left:.1f} s"
+            ) from None
+        remaining = limits.remaining()
+        if remaining is not None and remaining < 1.0 and _is_timeout(exc):
+            limits.cut = True  # the client's own timeout, set to the time left
+            raise ModelDeadlineExceeded(f"the model request timed out: {exc}") from exc
+        raise
+
+
+def _classified(runnable: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
+    try:
+        return runnable.invoke(messages, **kwargs)
+    except Exception as exc:
+        refusal = context_refusal(exc)
+        if refusal is not None:
+            raise refusal from exc
+        raise
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return "timeout" in type(exc).__name__.lower() or "timed out" in str(exc).lower()

@@ -1,0 +1,137 @@
+"""Model calls under a run's limits (sleuth.llm.calls): the deadline, the context window,
+a server's refusal of a long prompt — and the runs of both modes that meet them."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from sleuth.agents.llm_reasoner import LLMReasoner
+from sleuth.agents.state import RunStatus
+from sleuth.errors import ContextWindowExceeded, ModelDeadlineExceeded
+from sleuth.llm import calls
+from sleuth.llm.calls import RunLimits, run_limits
+from sleuth.llm.testing import ScriptedChatModel
+from tests.helpers import make_service
+
+
+def _hang(seconds: float):
+    def reply(_messages):
+        time.sleep(seconds)
+        return "too late"
+
+    return reply
+
+
+class _Refusal(Exception):
+    """What an OpenAI-compatible client raises for llama.cpp's context-length 400."""
+
+    status_code = 400
+
+
+def test_outside_a_run_a_call_is_a_plain_invoke() -> None:
+    model = ScriptedChatModel(["hello"])
+    assert calls.invoke(model, [HumanMessage("hi")]).content == "hello"
+    assert calls.current() is None
+
+
+def test_a_call_is_given_up_at_the_deadline_and_marks_the_run() -> None:
+    model = ScriptedChatModel([_hang(3.0)])
+    limits = RunLimits(deadline=time.monotonic() + 0.3)
+    started = time.monotonic()
+    with run_limits(limits), pytest.raises(ModelDeadlineExceeded, match="did not answer"):
+        calls.invoke(model, [HumanMessage("hi")])
+    assert time.monotonic() - started < 1.5
+    assert limits.cut
+
+
+def test_no_call_is_sent_after_the_deadline() -> None:
+    model = ScriptedChatModel(["never"])
+    limits = RunLimits(deadline=time.monotonic() - 1)
+    with run_limits(limits), pytest.raises(ModelDeadlineExceeded, match="before this"):
+        calls.invoke(model, [HumanMessage("hi")])
+    assert model.calls == [] and limits.cut
+
+
+def test_a_context_length_refusal_is_its_own_error() -> None:
+    def refuse(_messages):
+        raise _Refusal(
+            "Error code: 400 - {'error': {'message': 'the request exceeds the available "
+            "context size (5940 > 2048), try increasing it'}}"
+        )
+
+    with pytest.raises(ContextWindowExceeded, match="5940, 2048") as info:
+        calls.invoke(ScriptedChatModel([refuse]), [HumanMessage("hi")])
+    assert "SLEUTH_LLM_CONTEXT_TOKENS" in str(info.value)
+
+
+def test_other_failures_pass_through_unchanged() -> None:
+    def fail(_messages):
+        raise _Refusal("Error code: 400 - invalid tool schema")
+
+    with pytest.raises(_Refusal):
+        calls.invoke(ScriptedChatModel([fail]), [HumanMessage("hi")])
+
+
+def test_a_prompt_is_fitted_to_a_known_window_and_every_cut_is_reported() -> None:
+    seen = []
+    model = ScriptedChatModel([lambda messages: seen.append(messages) or "ok"])
+    lines: list[str] = []
+    limits = RunLimits(deadline=time.monotonic() + 30, context_tokens=1024, notify=lines.append)
+    system = "Answer from the evidence. " * 10
+    question = "What is the punishment for theft?"
+    evidence = "Whoever commits theft shall be punished. " * 400  # ~16,000 chars
+    with run_limits(limits):
+        calls.invoke(model.bind(max_tokens=128), [SystemMessage(system), HumanMessage(evidence)])
+    sent = seen[0]
+    assert sent[0].content == system  # the system turn is cut last
+    assert "[truncated: " in sent[1].content and "of 16400 chars]" in sent[1].content
+    total = sum(calls.estimate_tokens(m.content) for m in sent)
+    assert total <= 1024 - 128 - calls.PROMPT_OVERHEAD
+    assert [t["role"] for t in limits.trims] == ["human"]
+    assert limits.trims[0]["chars"] == len(evidence)
+    assert lines and "context window" in lines[0]
+    del question
+
+
+def test_fit_turns_cuts_the_middle_and_raises_when_nothing_can_fit() -> None:
+    turns = [("system", "s " * 30), ("human", "q " * 10), ("human", "e " * 2000)]
+    texts = calls.fit_turns(turns, 300, lambda t: len(t.split()))
+    assert texts[:2] == [turns[0][1], turns[1][1]]
+    assert texts[2].startswith("e e") and texts[2].rstrip().endswith("e")
+    assert sum(len(t.split()) for t in texts) <= 300
+    with pytest.raises(ContextWindowExceeded, match="even after cutting"):
+        calls.fit_turns(
+            [("system", "s " * 200), ("human", "q " * 200)], 50, lambda t: len(t.split())
+        )
+
+
+@pytest.mark.parametrize("mode", ["guided", "react"])
+def test_a_hung_model_ends_the_run_as_timeout_with_an_answer(tmp_path, mode) -> None:
+    model = ScriptedChatModel([_hang(5.0)] * 12)
+    service = make_service(tmp_path, reasoner=LLMReasoner(model))
+    started = time.monotonic()
+    response = service.execute_agentic_search(
+        "What is the punishment for murder?", "test", mode=mode, timeout_s=1.5
+    )
+    elapsed = time.monotonic() - started
+    assert response.status == RunStatus.TIMEOUT
+    assert elapsed < 1.5 + 2.0
+    assert response.answer.answer_text
+    assert response.trace["deadline_cut_model_call"] is True
+
+
+@pytest.mark.parametrize("mode", ["guided", "react"])
+def test_a_refused_prompt_ends_the_run_as_an_error_not_as_missing_evidence(tmp_path, mode) -> None:
+    def refuse(_messages):
+        raise _Refusal("Error code: 400 - exceeds the available context size (5940 > 2048)")
+
+    service = make_service(tmp_path, reasoner=LLMReasoner(ScriptedChatModel([refuse] * 12)))
+    response = service.execute_agentic_search(
+        "What is the punishment for murder?", "test", mode=mode
+    )
+    assert response.status == RunStatus.ERROR
+    assert "context window" in (response.trace["error"] or "")
+    assert "does not contain" not in response.answer.answer_text
