@@ -4,6 +4,7 @@ search when asked to. Queries and passages are written for these tests."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,13 @@ def test_sections_for_the_reader_are_ranked_by_the_model() -> None:
         ]
     )
     assert next(sid for sid, _ in rank_sections(question, ctx)) == "HC_S9"
+
+
+def test_a_query_longer_than_the_pair_budget_is_cut_not_an_error() -> None:
+    # a 4,000-character question (the longest the service takes) once raised "Sequence to
+    # truncate too short" from the tokenizer: only the passage could be cut
+    query = "When may a ferry leave the harbour? " + "Please explain it fully. " * 150
+    (long_q,) = shared_cross_encoder().logits(query, [FERRY])
+    short_q, bakery = shared_cross_encoder().logits("When may a ferry leave?", [FERRY, BAKERY])
+    assert math.isfinite(long_q)
+    assert short_q > bakery

@@ -38,10 +38,14 @@ from sleuth.errors import ContextWindowExceeded, ModelDeadlineExceeded
 
 DEFAULT_OUTPUT_RESERVE = 512
 """Tokens kept free for the reply when the call does not bind its own ``max_tokens``."""
+MIN_OUTPUT_RESERVE = 128
+"""A small window still leaves the reply this many tokens at least (else 1/16 of it)."""
 TURN_OVERHEAD = 8
 """Tokens a chat template adds around each turn (role markers), counted when fitting."""
 PROMPT_OVERHEAD = 32
 """Tokens a chat template adds once (begin/end markers, a default system line)."""
+MAX_ARGUMENT_CHARS = 300
+"""A string argument of an earlier tool call is cut to this many characters when fitting."""
 MIN_TURN_TOKENS = 48
 """A turn is never cut below this many tokens."""
 BYTES_PER_TOKEN = 3.0
@@ -235,16 +239,28 @@ def _is_openai(model: Any) -> bool:
     return any(cls.__name__ == "BaseChatOpenAI" for cls in type(model).__mro__)
 
 
-def fit_messages(messages: Any, model: Any, bound: dict[str, Any], window: int) -> Any:
+def output_budget(model: Any, bound: dict[str, Any]) -> int:
+    """Tokens the reply may take: the call's bound ``max_tokens``, else the model's own cap,
+    else :data:`DEFAULT_OUTPUT_RESERVE`."""
+    value = bound.get("max_tokens") or getattr(model, "max_tokens", None)
+    return int(value or DEFAULT_OUTPUT_RESERVE)
+
+
+def fit_messages(messages: Any, reserve: int, tools: Any, window: int) -> Any:
     """``messages`` (a list of LangChain messages) with their text cut to fit ``window``
-    tokens, counting the bound tools' schemas and the reply's budget; other inputs as is."""
+    tokens, counting ``reserve`` tokens for the reply and the bound tools' schemas; other
+    inputs as they are."""
     if not isinstance(messages, list) or not all(hasattr(m, "content") for m in messages):
         return messages
-    reserve = int(bound.get("max_tokens") or getattr(model, "max_tokens", None) or 0)
-    reserve = reserve or DEFAULT_OUTPUT_RESERVE
-    tools = bound.get("tools")
-    schema = estimate_tokens(json.dumps(tools)) if tools else 0
-    budget = window - reserve - schema - PROMPT_OVERHEAD - TURN_OVERHEAD * len(messages)
+    messages = [_short_arguments(m) for m in messages]
+    schema = estimate_tokens(json.dumps(tools, separators=(",", ":"))) if tools else 0
+    # what cannot be cut: the tool calls of earlier assistant turns, non-text content
+    fixed = sum(
+        estimate_tokens(json.dumps(getattr(m, "tool_calls", None) or [], default=str))
+        + (0 if isinstance(m.content, str) else estimate_tokens(json.dumps(m.content)))
+        for m in messages
+    )
+    budget = window - reserve - schema - fixed - PROMPT_OVERHEAD - TURN_OVERHEAD * len(messages)
     textual = [i for i, m in enumerate(messages) if isinstance(m.content, str)]
     turns = [(messages[i].type, messages[i].content) for i in textual]
     texts = fit_turns(turns, budget, estimate_tokens)
@@ -253,6 +269,24 @@ def fit_messages(messages: Any, model: Any, bound: dict[str, Any], window: int) 
         if text != messages[i].content:
             out[i] = messages[i].model_copy(update={"content": text})
     return out
+
+
+def _short_arguments(message: Any) -> Any:
+    """``message`` with each long string argument of its tool calls (an earlier turn's
+    ``rag_search`` of a whole long question) cut to :data:`MAX_ARGUMENT_CHARS`."""
+    tool_calls = getattr(message, "tool_calls", None)
+    if not tool_calls:
+        return message
+
+    def short(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > MAX_ARGUMENT_CHARS:
+            return cut_middle(value, MAX_ARGUMENT_CHARS)
+        return value
+
+    cut = [
+        {**c, "args": {k: short(v) for k, v in (c.get("args") or {}).items()}} for c in tool_calls
+    ]
+    return message if cut == tool_calls else message.model_copy(update={"tool_calls": cut})
 
 
 def context_refusal(exc: BaseException) -> ContextWindowExceeded | None:
@@ -285,15 +319,20 @@ def invoke(runnable: Any, messages: Any, **kwargs: Any) -> Any:
     """
     limits = _limits.get()
     model, bound = _bound(runnable)
-    extra = getattr(model, "extra_body", None)
-    if _is_openai(model) and bound.get("max_tokens") and isinstance(extra, dict):
+    reserve = output_budget(model, bound)
+    window = limits.context_tokens if limits is not None and not _is_local(model) else None
+    if window:
+        # the reply's share of a small window is capped, and the request asks for no more
+        reserve = min(reserve, max(MIN_OUTPUT_RESERVE, window // 16))
+        messages = fit_messages(messages, reserve, bound.get("tools"), window)
+    if _is_openai(model) and (window or bound.get("max_tokens")):
         # an OpenAI-compatible server reads the body's max_tokens, which the client's
         # extra_body sets to the model's cap: the call's own budget must replace it there
-        kwargs.setdefault("extra_body", {**extra, "max_tokens": bound["max_tokens"]})
+        extra = getattr(model, "extra_body", None)
+        kwargs.setdefault("max_tokens", reserve)
+        kwargs.setdefault("extra_body", {**(extra or {}), "max_tokens": reserve})
     if limits is None:
         return _classified(runnable, messages, kwargs)
-    if limits.context_tokens and not _is_local(model):
-        messages = fit_messages(messages, model, bound, limits.context_tokens)
     left = limits.remaining()
     if left is None:
         return _classified(runnable, messages, kwargs)

@@ -1,0 +1,255 @@
+"""Both modes against a misbehaving OpenAI-compatible server on loopback (fault_server.py):
+a server that never answers, one that refuses long prompts, errors, dropped connections,
+reasoning blocks — over the wire, through the library, the CLI and the HTTP API."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from sleuth.agents.state import RunStatus
+from sleuth.app import Sleuth
+from sleuth.config import Settings
+from sleuth.llm import calls
+from sleuth.retrieval.embeddings import HashingEmbedder
+from tests.api_helpers import make_api, serve, sse_events
+from tests.helpers import STATUTE_SECTIONS, make_document
+from tests.integration.fault_server import (
+    FaultServer,
+    drop,
+    error,
+    hang,
+    prompt_tokens,
+    reply,
+    tool_call,
+    window,
+)
+
+pytestmark = pytest.mark.integration
+
+MURDER = "What is the punishment for murder?"
+MODES = ("guided", "react")
+HUGE = ("Whoever keeps a register of lanterns shall record each wick. " * 40_000).strip()
+"""A 2.4 MB section."""
+
+
+@pytest.fixture(autouse=True)
+def _model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sleuth.llm import testing
+
+    monkeypatch.setattr(testing, "ALLOW_MODEL_REQUESTS", True)
+
+
+def _app(tmp_path: Path, server: FaultServer, sections: Any = None, **settings: Any) -> Sleuth:
+    embedder = HashingEmbedder()
+    app = Sleuth(
+        Settings(
+            data_dir=tmp_path / "data",
+            embedding_model=embedder.name,
+            index_backend="local",
+            llm="openai:fault",
+            llm_base_url=server.url,
+            llm_api_key="none",
+            planner="heuristic",
+            reflection="heuristic",
+            memory=False,
+            **settings,
+        ),
+        embedder=embedder,
+    )
+    app.pipeline.ingest_documents([make_document(sections or STATUTE_SECTIONS)], "test")
+    return app
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_server_that_never_answers_ends_the_run_as_timeout_in_time(
+    tmp_path: Path, mode: str
+) -> None:
+    with FaultServer([hang()]) as server:
+        app = _app(tmp_path, server, llm_timeout_s=120)
+        started = time.monotonic()
+        response = app.agent.execute_agentic_search(MURDER, "test", mode=mode, timeout_s=4)
+        elapsed = time.monotonic() - started
+        app.close()
+    assert response.status == RunStatus.TIMEOUT
+    assert elapsed < 4 + 2, elapsed
+    assert response.answer.answer_text
+    assert response.trace["deadline_cut_model_call"] is True
+    assert server.requests, "the model was asked"
+
+
+def test_the_cli_run_against_a_hung_server_ends_within_its_deadline(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "murder.md").write_text(
+        "# Penal code\n\n## Murder\n\nWhoever commits murder shall be punished with death or "
+        "imprisonment for life, and shall also be liable to fine.\n"
+    )
+    exe = str(Path(sys.executable).with_name("sleuth"))
+    with FaultServer([hang()]) as server:
+        env = {
+            **os.environ,
+            "SLEUTH_DATA_DIR": str(data),
+            "SLEUTH_LLM": "heuristic",
+            "SLEUTH_MEMORY": "false",
+        }
+        ingest = subprocess.run(
+            [exe, "ingest", str(docs), "-c", "penal"], env=env, capture_output=True, text=True
+        )
+        assert ingest.returncode == 0, ingest.stderr
+        env |= {
+            "SLEUTH_LLM": "openai:fault",
+            "SLEUTH_LLM_BASE_URL": server.url,
+            "OPENAI_API_KEY": "none",
+            "SLEUTH_RUN_TIMEOUT_S": "5",
+        }
+        result = subprocess.run(
+            [exe, "ask", MURDER, "-c", "penal", "--mode", "guided", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    import json
+
+    run = json.loads(result.stdout)
+    assert run["status"] == "timeout", result.stderr
+    assert run["trace"]["timings_ms"]["total"] < (5 + 2) * 1000
+    assert run["answer"]["answer_text"]
+
+
+def test_an_api_run_with_timeout_s_streams_its_end_in_time(tmp_path: Path) -> None:
+    with FaultServer([hang()]) as server:
+        env = make_api(
+            tmp_path,
+            llm="openai:fault",
+            llm_base_url=server.url,
+            llm_api_key="none",
+            memory=False,
+        )
+        with serve(env.app) as url, httpx.Client(base_url=url, timeout=60) as client:
+            started = time.monotonic()
+            body = {"query": MURDER, "collection": "test", "mode": "guided", "stream": True}
+            r = client.post("/agent/search", json={**body, "timeout_s": 4}, headers=env.auth())
+            assert r.status_code == 202, r.text
+            task = r.json()["task_id"]
+            with client.stream("GET", f"/agent/search/{task}/stream", headers=env.auth()) as s:
+                events = sse_events(s)
+            elapsed = time.monotonic() - started
+    answer = [e for e in events if e["event"] == "answer"]
+    assert answer and answer[-1]["data"]["status"] == "timeout"
+    assert events[-1]["event"] == "done"
+    assert elapsed < 4 + 2, elapsed
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_context_length_refusal_is_an_error_that_says_so(tmp_path: Path, mode: str) -> None:
+    refusal = error(400, "the request exceeds the available context size (5940 > 2048)")
+    with FaultServer([refusal]) as server:  # /props does not say: nothing to fit to
+        app = _app(tmp_path, server)
+        response = app.agent.execute_agentic_search(MURDER, "test", mode=mode)
+        app.close()
+    assert response.status == RunStatus.ERROR
+    assert "context window" in response.trace["error"]
+    assert "SLEUTH_LLM_CONTEXT_TOKENS" in response.trace["error"]
+    assert "does not contain" not in response.answer.answer_text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_prompts_fit_the_window_the_server_reports(tmp_path: Path, mode: str) -> None:
+    sections = {
+        **STATUTE_SECTIONS,
+        "LAMP_S1": ("Register of lanterns.", HUGE),
+    }
+    question = "What must the register of lanterns record? " + "Please be thorough. " * 190
+    assert 3800 < len(question) <= 4000  # the longest question allowed
+    answer = reply("Facts: each wick is recorded [1]\nAnswer: each wick")
+    with FaultServer([window(answer)], context=2048) as server:
+        app = _app(tmp_path, server, sections=sections, max_iterations=4)
+        response = app.agent.execute_agentic_search(question, "test", mode=mode)
+        app.close()
+    assert response.status != RunStatus.ERROR, response.trace["error"]
+    assert response.trace["context_tokens"] == 2048
+    assert server.requests
+    assert max(prompt_tokens(body) for body in server.requests) <= 2048
+    assert response.trace["prompt_trims"], "the long question and evidence were cut"
+    sent = " ".join(str(m.get("content")) for b in server.requests for m in b["messages"])
+    assert "[truncated: " in sent
+
+
+def test_the_answer_budget_reaches_the_server(tmp_path: Path) -> None:
+    answer = reply("Facts: death or imprisonment for life [1]\nAnswer: death")
+    with FaultServer([answer]) as server:
+        app = _app(tmp_path, server, llm_max_tokens=1024)
+        app.agent.execute_agentic_search(MURDER, "test", mode="guided")
+        app.close()
+    budgets = [body.get("max_tokens") for body in server.requests]
+    assert budgets and all(isinstance(b, int) for b in budgets)
+    assert min(budgets) < 1024, budgets  # the generator's budget by answer type, not the cap
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "fault",
+    [
+        error(500, "internal server error"),
+        error(429, "rate limited", retry_after=0.1),
+        drop(),
+    ],
+    ids=["500", "429", "dropped"],
+)
+def test_a_failing_server_still_ends_the_run_with_an_answer(
+    tmp_path: Path, mode: str, fault: Any
+) -> None:
+    with FaultServer([fault]) as server:
+        app = _app(tmp_path, server, llm_timeout_s=10)
+        response = app.agent.execute_agentic_search(MURDER, "test", mode=mode, timeout_s=60)
+        app.close()
+    assert response.status in (RunStatus.COMPLETED, RunStatus.ERROR)
+    assert response.answer.answer_text
+    if response.status == RunStatus.COMPLETED:
+        assert "BNS_S103" in [c.source_id for c in response.answer.citations]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reasoning_with_only_a_closing_tag_never_leaks_or_decides(
+    tmp_path: Path, mode: str
+) -> None:
+    decoy = '{"skip_retrieval": "llm_only", "answer": "DECOY"}'
+    content = f"secret thought {decoy} more secretthought</think>"
+    search = tool_call("rag_search", {"query": "punishment for murder"})
+    script = [
+        reply(content + "Facts: death or imprisonment for life [1]\nAnswer: death", tool_calls=[]),
+        reply(content, tool_calls=[search]),
+        reply(content + "Murder is punished with death or imprisonment for life [BNS_S103]."),
+    ]
+    with FaultServer(script) as server:
+        app = _app(tmp_path, server)
+        response = app.agent.execute_agentic_search(MURDER, "test", mode=mode)
+        app.close()
+    text = response.answer.answer_text
+    assert "secretthought" not in text and "DECOY" not in text and "</think>" not in text
+    assert response.trace["retrieved_source_ids"], "retrieval was not skipped"
+
+
+def test_arguments_encoded_twice_still_make_a_tool_call(tmp_path: Path) -> None:
+    search = tool_call("rag_search", {"query": "punishment for murder"}, double_encoded=True)
+    script = [
+        reply("", tool_calls=[search]),
+        reply("Murder is punished with death or imprisonment for life [BNS_S103]."),
+    ]
+    with FaultServer(script) as server:
+        app = _app(tmp_path, server)
+        response = app.agent.execute_agentic_search(MURDER, "test", mode="react")
+        app.close()
+    assert any(t["tool"] == "rag_search" for t in response.tool_calls)
+    assert response.status == RunStatus.COMPLETED
+    assert calls.current() is None  # the run's limits do not outlive it
