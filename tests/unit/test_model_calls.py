@@ -3,6 +3,7 @@ a server's refusal of a long prompt — and the runs of both modes that meet the
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -135,3 +136,26 @@ def test_a_refused_prompt_ends_the_run_as_an_error_not_as_missing_evidence(tmp_p
     assert response.status == RunStatus.ERROR
     assert "context window" in (response.trace["error"] or "")
     assert "does not contain" not in response.answer.answer_text
+
+
+def test_a_long_section_is_read_with_a_visible_cut_at_a_word(tmp_path) -> None:
+    from sleuth.tools.base import RunContext
+    from sleuth.tools.rag import SECTION_CHARS, build_rag_tools, clip
+    from tests.helpers import STATUTE_SECTIONS, make_app
+
+    long_text = " ".join(f"Lantern {i} has its wick entered in the register." for i in range(900))
+    app = make_app(tmp_path, {**STATUTE_SECTIONS, "LAMP_S1": ("Lanterns.", long_text)})
+    tools = {t.name: t for t in build_rag_tools(app.kb)}
+    ctx = RunContext(collection="test")
+    tools["rag_search"].invoke({"query": "lantern wick register"}, ctx)
+    result = tools["read_section"].invoke({"source_id": "LAMP_S1"}, ctx)
+    assert result.payload["truncated"] is True
+    text = result.payload["text"]
+    assert len(text) <= SECTION_CHARS + 60
+    assert text.endswith("chars]") and "[truncated: " in text
+    head = text.split(" [truncated: ")[0]
+    assert long_text.startswith(head) and long_text[len(head)] == " "  # cut at a word
+    left_out, total = map(int, re.findall(r"\[truncated: (\d+) of (\d+) chars\]$", text)[0])
+    assert total >= len(long_text) - 10 and left_out == total - len(head)
+    assert clip("short text", 100) == "short text"
+    app.close()

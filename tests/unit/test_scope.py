@@ -84,3 +84,42 @@ def test_both_modes_decline_a_question_about_another_act(tmp_path, mode: str) ->
         "What is the punishment for murder under the Test Act?", "test", mode=mode
     )
     assert held.status == "completed" and held.answer.citations
+
+
+@pytest.mark.parametrize(
+    ("question", "codes"),
+    [
+        ("Which record contains the marker bravotok9x?", ["bravotok9x"]),
+        ("Was invoice INV-2024-0042 paid?", ["INV-2024-0042"]),
+        ("What does BNS_S103 say?", ["BNS_S103"]),
+        ("Is 100mg of codeine a lot? What about B-52 or H1N1?", []),  # units, short names
+        ("What is the punishment for theft in 2023?", []),
+    ],
+)
+def test_identifiers_are_letter_led_codes_with_a_digit(question: str, codes: list[str]) -> None:
+    from sleuth.agents.scope import identifiers
+
+    assert identifiers(question) == codes
+
+
+def test_an_identifier_no_retrieved_section_mentions_is_declined_not_near_missed(
+    tmp_path,
+) -> None:
+    from sleuth.agents.scope import unseen_identifiers
+
+    evidence = ["REC_S1 Record 17 contains the marker bravotok1x and was filed in March."]
+    assert unseen_identifiers("Which record holds bravotok9x?", evidence) == ["bravotok9x"]
+    assert unseen_identifiers("Which record holds BRAVOTOK1X?", evidence) == []
+    sections = {"REC_S1": ("Record 17.", evidence[0].removeprefix("REC_S1 "))}
+    service = make_service(tmp_path, sections=sections)
+    for mode in ("guided", "react"):
+        near = service.execute_agentic_search(
+            "Which record contains the marker bravotok9x?", "test", mode=mode
+        )
+        assert near.answer.is_insufficient_context, mode
+        assert "bravotok9x" in near.answer.answer_text and not near.answer.citations
+        held = service.execute_agentic_search(
+            "Which record contains the marker bravotok1x?", "test", mode=mode
+        )
+        assert not held.answer.is_insufficient_context, mode
+        assert [c.source_id for c in held.answer.citations] == ["REC_S1"]

@@ -155,6 +155,29 @@ def test_a_call_cut_off_by_the_token_limit_is_repaired() -> None:
     assert _calls(AIMessage(content=cut)) == [("rag_search", {"query": "dowry death"})]
 
 
+def test_structured_arguments_cut_inside_a_value_are_a_failed_call_with_its_reason() -> None:
+    # '{"source_id": "BNS_S1' once ran as a read of BNS_S1, maybe not the section meant
+    cut = '{"query": "BNS_S1'
+    message = AIMessage(
+        content="",
+        invalid_tool_calls=[
+            {"name": "rag_search", "args": cut, "id": "c", "error": None, "type": "invalid"}
+        ],
+    )
+    reply = _read(message)
+    assert reply.calls == []
+    assert "cut off inside a value" in reply.errors[0].message
+    assert "BNS_S1" in reply.errors[0].message
+    closed = '{"query": "BNS_S103", "top_k": 3'  # only the brace missing: repaired
+    message = AIMessage(
+        content="",
+        invalid_tool_calls=[
+            {"name": "rag_search", "args": closed, "id": "d", "error": None, "type": "invalid"}
+        ],
+    )
+    assert _calls(message) == [("rag_search", {"query": "BNS_S103", "top_k": 3})]
+
+
 # ---------------------------------------------------------------- reasoning shapes (property)
 
 _REASONING = st.text(

@@ -20,7 +20,7 @@ from sleuth.agents.guided.agents import is_multi_part
 from sleuth.agents.heuristic import compose_answer
 from sleuth.agents.quotes import answering_quotes, sentence_passages, with_quotes
 from sleuth.agents.reader import SHORT_ANSWER_WORDS, answer_kind, complete_sentences
-from sleuth.agents.scope import decline, not_held
+from sleuth.agents.scope import decline, not_held, unseen_identifiers
 from sleuth.agents.state import RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import rule_verdict
@@ -31,6 +31,8 @@ from sleuth.retrieval.text import digits, terms
 from sleuth.tools.base import RunContext
 
 UNCITED = "the answer cited no section retrieved in this run"
+UNSEEN = "the question asks about an identifier no retrieved section mentions"
+UNGROUNDED = "no sentence of the answer is supported by a retrieved section"
 OFF_TOPIC = "the cited sections do not address the question (cross-encoder relevance)"
 RECITED = (
     "the cited sections do not address the question; rewritten from the retrieved section "
@@ -413,6 +415,27 @@ def finish_answer(
                 replaced=OUT_OF_SCOPE,
                 source="replaced" if from_model else "extractive",
             )
+    unseen = unseen_identifiers(
+        question,
+        [f"{sid} {join_parts(chunks)}" for sid, chunks in ctx.retrieved.items() if chunks],
+    )
+    if unseen and not ctx.external_tools:
+        closest = ", ".join(list(ctx.retrieved)[:3]) or "none"
+        declined = AnswerDraft(
+            answer_text=(
+                f"Insufficient context: no retrieved section mentions "
+                f"{', '.join(repr(t) for t in unseen)} (closest sections: {closest})."
+            ),
+            is_insufficient_context=True,
+        )
+        report = validate_citations(declined, ctx, checker, strict_grounding)
+        return FinishedAnswer(
+            answer=report.answer,
+            status=stop_status or RunStatus.INSUFFICIENT_CONTEXT,
+            report=report,
+            replaced=UNSEEN,
+            source="replaced" if from_model else "extractive",
+        )
     # a small model declines evidence that answers ("the question does not specify …")
     overruled = from_model and draft.is_insufficient_context and overrule is not None
     if overruled:
@@ -466,7 +489,28 @@ def finish_answer(
     if from_model and checker is not None and answer.citations and not ctx.external_tools:
         # a model's sentence no retrieved section supports is dropped when supported ones
         # remain: never shipped beside them as if the check had passed it
-        answer = _without_ungrounded(answer, report)
+        kept = _without_ungrounded(answer, report)
+        held = (
+            short is not None
+            and short.lower() not in ("yes", "no")
+            and _short_supported(question, short, None, ctx)
+        )
+        if kept is None and held:
+            # a multi-hop sentence no single section supports, but its short answer is in
+            # the evidence read: kept, its sentences listed as ungrounded
+            kept = answer
+        elif kept is None:
+            # every sentence the model wrote is flagged: never shipped as if it had passed,
+            # the extractive answer instead (or an honest decline)
+            replaced, short = UNGROUNDED, None
+            fallback_report = validate_citations(
+                compose_answer(question, ctx), ctx, checker, strict_grounding
+            )
+            fallback_report.unsupported[:0] = report.unsupported
+            fallback_report.dropped_sentences[:0] = report.dropped_sentences
+            report = fallback_report
+            kept = report.answer
+        answer = kept
         report.answer = answer
     # model answers only: the extractive reader has its own word-coverage decline, and on a
     # wrong but near section (the demo's Python question) the gate turned answers into declines
@@ -597,9 +641,10 @@ def finish_answer(
     )
 
 
-def _without_ungrounded(answer: GeneratedAnswer, report: CitationReport) -> GeneratedAnswer:
+def _without_ungrounded(answer: GeneratedAnswer, report: CitationReport) -> GeneratedAnswer | None:
     """``answer`` with its ungrounded sentences taken out of the text (recorded in
-    ``report.dropped_sentences``); a sentence that cannot be found in the text stays listed."""
+    ``report.dropped_sentences``); a sentence that cannot be found in the text stays listed.
+    ``None`` when nothing would be left."""
     text, left = answer.answer_text, []
     for claim in answer.ungrounded_sentences:
         at = text.find(claim)
@@ -609,7 +654,7 @@ def _without_ungrounded(answer: GeneratedAnswer, report: CitationReport) -> Gene
         text = (text[:at] + text[at + len(claim) :]).strip()
         report.dropped_sentences.append(claim)
     if not _MARKERS.sub("", text).strip(" .\n-"):
-        return answer  # nothing would be left: the sentences stay, listed
+        return None
     text = re.sub(r"[ \t]{2,}", " ", re.sub(r"\n\s*-?\s*\n", "\n", text)).strip()
     return answer.model_copy(update={"answer_text": text, "ungrounded_sentences": left})
 

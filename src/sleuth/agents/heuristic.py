@@ -17,13 +17,13 @@ from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.guided.agents import split_question
 from sleuth.agents.multihop import run_hop_starts
 from sleuth.agents.reasoner import Decision
-from sleuth.agents.safety import unsafe_reason
+from sleuth.agents.safety import quotable_sentences
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
 from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.retrieval.hops import main_title
 from sleuth.retrieval.rerank import sigmoid
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import coverage, key_phrase, polarity, sentences, terms
+from sleuth.retrieval.text import coverage, key_phrase, polarity, terms
 from sleuth.tools.base import RunContext, ToolRegistry
 from sleuth.types import Chunk
 
@@ -260,13 +260,9 @@ def _linked_pair(
 
 def _safe_sentences(text: str, ctx: RunContext) -> list[str]:
     """The sentences of ``text`` an answer may quote; the others go to ``ctx.withheld``."""
-    kept = []
-    for sentence in sentences(text):
-        reason = unsafe_reason(sentence)
-        if reason is None:
-            kept.append(sentence)
-        else:
-            ctx.withheld.setdefault(sentence, reason)
+    kept, withheld = quotable_sentences(text)
+    for sentence, reason in withheld.items():
+        ctx.withheld.setdefault(sentence, reason)
     return kept
 
 

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 
 from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
 from sleuth.agents.citations import section_citation
+from sleuth.agents.safety import quotable_sentences
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import sentences, words
+from sleuth.retrieval.text import words
 from sleuth.tools.base import RunContext
 from sleuth.types import Chunk
 
@@ -65,14 +66,21 @@ class Quote:
         return f"{self.sentence.rstrip().rstrip('.;:,')} [{self.source_id}]."
 
 
-def sentence_passages(chunks: Sequence[Chunk]) -> list[tuple[str, str]]:
-    """``(sentence, passage)`` for the first :data:`SENTENCES_PER_SECTION` sentences of a
-    section: the passage is the sentence read with its section's title, as the
-    cross-encoder scores it."""
+def sentence_passages(
+    chunks: Sequence[Chunk], withheld: dict[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """``(sentence, passage)`` for the first :data:`SENTENCES_PER_SECTION` quotable
+    sentences of a section (:func:`~sleuth.agents.safety.quotable_sentences`; the others go
+    to ``withheld`` with their reason): the passage is the sentence read with its section's
+    title, as the cross-encoder scores it."""
     if not chunks:
         return []
     title = chunks[0].title_path[-1] if chunks[0].title_path else chunks[0].heading
-    said = sentences(join_parts(list(chunks)))[:SENTENCES_PER_SECTION] or [title]
+    kept, unsafe = quotable_sentences(join_parts(list(chunks)))
+    if withheld is not None:
+        for sentence, reason in unsafe.items():
+            withheld.setdefault(sentence, reason)
+    said = kept[:SENTENCES_PER_SECTION] or ([title] if not unsafe else [])
     return [(x, f"{title}. {x[:SENTENCE_CHARS]}") for x in said]
 
 
@@ -85,7 +93,7 @@ def best_sentences(
     pairs: list[tuple[str, str]] = []
     passages: list[str] = []
     for sid in dict.fromkeys(source_ids):
-        for said, passage in sentence_passages(ctx.retrieved.get(sid) or []):
+        for said, passage in sentence_passages(ctx.retrieved.get(sid) or [], ctx.withheld):
             if len(words(said)) >= MIN_QUOTE_WORDS:
                 pairs.append((sid, said))
                 passages.append(passage)
@@ -120,7 +128,7 @@ def with_quotes(
     decline, or an answer that states every quote, is returned unchanged."""
     if answer.is_insufficient_context:
         return answer
-    missing = [q for q in quotes if q.sentence[:60] not in answer.answer_text]
+    missing = [q for q in quotes if q.sentence.rstrip(" .;:,")[:60] not in answer.answer_text]
     if not missing:
         return answer
     text = answer.answer_text.rstrip() + "\n" + " ".join(q.cited() for q in missing)

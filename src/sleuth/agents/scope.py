@@ -1,9 +1,11 @@
-"""Questions about documents the collection does not hold.
+"""Questions about documents, or identifiers, the collection does not hold.
 
 A question that names an act, a code or a similar document by its title ("… under the
 Consumer Protection Act, 2019?") and whose collection holds no document of that title is
 declined, saying what the collection does hold — not answered from the section of another
-document that happens to share a number or a topic.
+document that happens to share a number or a topic. Likewise a question that asks about an
+identifier (a code such as ``bravotok9x`` or ``INV-2024-0042``) that no retrieved section
+mentions is declined, not answered about a near miss (``bravotok1x``): :func:`unseen_identifiers`.
 """
 
 from __future__ import annotations
@@ -88,3 +90,24 @@ def decline(missing: Sequence[str], titles: Sequence[str]) -> str:
     return f"Insufficient context: this collection does not hold {' or '.join(missing)}" + (
         f"; it holds {holds}." if holds else "."
     )
+
+
+_IDENTIFIER = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9_-]*\d[A-Za-z0-9_-]*(?![\w-])")
+MIN_IDENTIFIER_CHARS = 5
+"""Shorter letter-and-digit tokens ("B-52", "H1N1", "A4") are names more often than codes."""
+
+
+def identifiers(question: str) -> list[str]:
+    """The codes ``question`` asks about: tokens of at least :data:`MIN_IDENTIFIER_CHARS`
+    characters that start with a letter and hold a digit ("bravotok9x", "INV-2024-0042",
+    "BNS_S103"), each once, as written. Quantities with units ("100mg") start with a digit
+    and are not codes."""
+    found = [m.group(0).rstrip("-_") for m in _IDENTIFIER.finditer(question)]
+    return list(dict.fromkeys(t for t in found if len(t) >= MIN_IDENTIFIER_CHARS))
+
+
+def unseen_identifiers(question: str, evidence: Sequence[str]) -> list[str]:
+    """The :func:`identifiers` of ``question`` that occur in none of ``evidence`` (the
+    retrieved sections' ids, titles and texts), compared without case."""
+    haystack = "\n".join(evidence).lower()
+    return [t for t in identifiers(question) if t.lower() not in haystack]

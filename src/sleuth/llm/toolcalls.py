@@ -207,6 +207,28 @@ def object_end(text: str, start: int) -> int | None:
     return None
 
 
+def _cut_inside_string(text: str) -> bool:
+    """Whether ``text`` is JSON that is not valid and ends inside a string (a call whose
+    arguments the reply's token budget cut off mid-value)."""
+    try:
+        json.loads(text)
+        return False
+    except ValueError:
+        pass
+    in_string, escaped = False, False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+    return in_string
+
+
 def _loads(text: str) -> Any:
     try:
         return json.loads(text)
@@ -378,6 +400,12 @@ class ToolCallNormalizer:
             if not value.strip():
                 value = {}
                 break
+            if _cut_inside_string(value):
+                # '{"source_id": "BNS_S1' would run as BNS_S1, maybe not the section meant
+                return None, (
+                    f"Error: the arguments of {name!r} were cut off inside a value "
+                    f"({value[:200]!r}); send the complete call again."
+                )
             decoded = _loads(value)
             if decoded is None or decoded == value:
                 break

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from sleuth.errors import ToolError
+from sleuth.llm.calls import truncation_mark
 from sleuth.retrieval import hops
 from sleuth.retrieval.rerank import sigmoid
 from sleuth.retrieval.search import KnowledgeBase, join_parts
@@ -24,6 +25,19 @@ EVIDENCE_CHARS = 800
 """Characters of each hit's best chunk in the observation the model reads (the payload
 keeps the shorter snippet): enough for the fact a multi-hop question needs next."""
 SECTION_CHARS = 4000
+"""Characters of a section that ``read_section`` hands the model; a longer one is cut at a
+word boundary with a visible ``[truncated: N of M chars]`` mark."""
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` when it has at most ``limit`` characters, else its head cut at the last space
+    before ``limit`` and marked ``[truncated: N of M chars]`` (N left out of M)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    space = head.rfind(" ")
+    head = head[:space] if space > limit // 2 else head
+    return head.rstrip() + truncation_mark(len(text) - len(head.rstrip()), len(text)).rstrip()
 
 
 def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -134,16 +148,17 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
         ctx.track(chunks)
         ctx.read.add(args.source_id)
         prev_id, next_id = kb.catalog.neighbours(ctx.collection, args.source_id)
-        text = join_parts(chunks)
+        full = join_parts(chunks)
+        text = clip(full, SECTION_CHARS)
         refs = sorted({r.target_id for c in chunks for r in c.references if r.target_id})
         return ToolResult(
-            status=f"read {args.source_id} ({chunks[0].heading}): {len(text.split())} words",
+            status=f"read {args.source_id} ({chunks[0].heading}): {len(full.split())} words",
             payload={
                 "source_id": args.source_id,
                 "number": ctx.numbers.get(args.source_id),
                 "title": chunks[0].heading,
-                "text": text[:SECTION_CHARS],
-                "truncated": len(text) > SECTION_CHARS,
+                "text": text,
+                "truncated": len(full) > SECTION_CHARS,
                 "previous": prev_id,
                 "next": next_id,
                 "references": refs,
@@ -153,7 +168,7 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
                 ctx.numbers.get(args.source_id),
                 args.source_id,
                 chunks[0].heading,
-                text[:SECTION_CHARS],
+                text,
             ),
         )
 
