@@ -197,7 +197,7 @@ def _bundled_gguf(name: str) -> Path:
 
 
 def _llama_server(
-    model: str, alias: str, tmp_path_factory: pytest.TempPathFactory
+    model: str, alias: str, tmp_path_factory: pytest.TempPathFactory, ctx: int = LLAMA_SERVER_CTX
 ) -> Iterator[str]:
     """Serve bundled model ``model`` as ``alias`` with ``llama-server``; yield its ``/v1`` URL.
 
@@ -218,7 +218,7 @@ def _llama_server(
         "--port",
         str(port),
         "-c",
-        str(LLAMA_SERVER_CTX),
+        str(ctx),
         "-t",
         str(LLAMA_SERVER_THREADS),
         *LLAMA_SERVER_FLAGS,
@@ -240,3 +240,10 @@ def qwen05_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def qwen15_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``llama-server`` with Qwen2.5-Coder-1.5B-Instruct as ``qwen1.5b``; yields the /v1 URL."""
     yield from _llama_server("qwen2.5-coder-1.5b", "qwen1.5b", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def qwen05_server_2k(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``llama-server`` with Qwen2.5-Coder-0.5B-Instruct and a 2,048-token context window, as
+    ``qwen0.5b-2k``; yields the /v1 URL (it reports the window at ``GET /props``)."""
+    yield from _llama_server("qwen2.5-coder-0.5b", "qwen0.5b-2k", tmp_path_factory, ctx=2048)

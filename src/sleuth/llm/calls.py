@@ -163,8 +163,9 @@ def fit_turns(
 ) -> list[str]:
     """The texts of ``turns`` (``(role, text)``) cut until their tokens fit ``budget``.
 
-    Older non-system turns are cut first, then the last turn, then the system turns; the
-    longest turn of a tier first, each to no fewer than :data:`MIN_TURN_TOKENS` tokens, by
+    Older non-system turns are cut first, then the last turn (each to no fewer than
+    :data:`MIN_TURN_TOKENS` tokens), then the older turns again down to the bare mark (they
+    are the run's history), then the system turns; the longest turn of a tier first, by
     :func:`cut_middle`. Each cut is reported (:func:`report_trim`).
 
     Args:
@@ -186,16 +187,20 @@ def fit_turns(
     last = len(texts) - 1
     roles = [role for role, _ in turns]
     middle = [i for i in range(len(texts)) if i != last and roles[i] != "system"]
-    tiers = [middle, [last], [i for i in range(len(texts)) if roles[i] == "system"]]
-    for tier in tiers:
+    system = [i for i in range(len(texts)) if roles[i] == "system"]
+    tiers = [(middle, MIN_TURN_TOKENS), ([last], MIN_TURN_TOKENS), (middle, 0)]
+    tiers.append((system, MIN_TURN_TOKENS))
+    for tier, least in tiers:
         while sum(counts) > budget:
-            shrinkable = [i for i in tier if counts[i] > MIN_TURN_TOKENS]
+            shrinkable = [
+                i for i in tier if counts[i] > least and texts[i].strip() and not _bare(texts[i])
+            ]
             if not shrinkable:
                 break
             i = max(shrinkable, key=lambda j: counts[j])
-            target = max(counts[i] - (sum(counts) - budget) - 24, MIN_TURN_TOKENS)
+            target = max(counts[i] - (sum(counts) - budget) - 24, least)
             source = original[i]
-            keep = int(len(texts[i]) * target / counts[i])
+            keep = int(len(texts[i]) * target / counts[i]) if least else 0
             cut = cut_middle(source, min(keep, len(source) - 1))
             new = count(cut)
             if new >= counts[i]:
@@ -219,6 +224,11 @@ def fit_turns(
                 }
             )
     return texts
+
+
+def _bare(text: str) -> bool:
+    """Whether ``text`` is a truncation mark and nothing else."""
+    return bool(re.fullmatch(r"\s*\[truncated: \d+ of \d+ chars\]\s*", text))
 
 
 def _bound(runnable: Any) -> tuple[Any, dict[str, Any]]:
