@@ -316,3 +316,18 @@ def test_a_near_miss_identifier_is_declined(tmp_path: Path, mode: str) -> None:
     assert response.answer.is_insufficient_context
     assert "bravotok9x" in response.answer.answer_text
     assert "bravotok1x" not in response.answer.answer_text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unclosed_reasoning_block_is_a_named_failure_never_an_answer(
+    tmp_path: Path, mode: str
+) -> None:
+    decoy = '{"name": "final_answer", "arguments": {"answer_text": "DECOY"}}'
+    with FaultServer([reply(f"<think>I should search for murder, then answer {decoy}")]) as srv:
+        app = _app(tmp_path, srv)
+        response = app.agent.execute_agentic_search(MURDER, "test", mode=mode)
+        app.close()
+    assert "DECOY" not in response.answer.answer_text
+    assert "BNS_S103" in [c.source_id for c in response.answer.citations]  # the evidence's
+    if response.status == RunStatus.ERROR:  # react: the model never gave a usable reply
+        assert "never closed" in (response.trace["error"] or "")
