@@ -400,41 +400,38 @@ def finish_answer(
     replaces the model's own "insufficient context", in its first reply or in a repair
     round's.
     """
+
+    def declined(text: str, why: str) -> FinishedAnswer:
+        report = validate_citations(
+            AnswerDraft(answer_text=text, is_insufficient_context=True),
+            ctx,
+            checker,
+            strict_grounding,
+        )
+        return FinishedAnswer(
+            answer=report.answer,
+            status=stop_status or RunStatus.INSUFFICIENT_CONTEXT,
+            report=report,
+            replaced=why,
+            source="replaced" if from_model else "extractive",
+        )
+
     if ctx.documents is not None:
         sections = [c[0].title_path[-1] for c in ctx.retrieved.values() if c]
         missing = not_held(question, ctx.documents, sections)
         if missing:
-            declined = AnswerDraft(
-                answer_text=decline(missing, ctx.documents), is_insufficient_context=True
-            )
-            report = validate_citations(declined, ctx, checker, strict_grounding)
-            return FinishedAnswer(
-                answer=report.answer,
-                status=stop_status or RunStatus.INSUFFICIENT_CONTEXT,
-                report=report,
-                replaced=OUT_OF_SCOPE,
-                source="replaced" if from_model else "extractive",
-            )
+            return declined(decline(missing, ctx.documents), OUT_OF_SCOPE)
     unseen = unseen_identifiers(
         question,
         [f"{sid} {join_parts(chunks)}" for sid, chunks in ctx.retrieved.items() if chunks],
     )
     if unseen and not ctx.external_tools:
         closest = ", ".join(list(ctx.retrieved)[:3]) or "none"
-        declined = AnswerDraft(
-            answer_text=(
-                f"Insufficient context: no retrieved section mentions "
-                f"{', '.join(repr(t) for t in unseen)} (closest sections: {closest})."
-            ),
-            is_insufficient_context=True,
-        )
-        report = validate_citations(declined, ctx, checker, strict_grounding)
-        return FinishedAnswer(
-            answer=report.answer,
-            status=stop_status or RunStatus.INSUFFICIENT_CONTEXT,
-            report=report,
-            replaced=UNSEEN,
-            source="replaced" if from_model else "extractive",
+        listed = ", ".join(repr(t) for t in unseen)
+        return declined(
+            f"Insufficient context: no retrieved section mentions {listed} (closest "
+            f"sections: {closest}).",
+            UNSEEN,
         )
     # a small model declines evidence that answers ("the question does not specify …")
     overruled = from_model and draft.is_insufficient_context and overrule is not None

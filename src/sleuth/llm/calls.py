@@ -11,8 +11,9 @@ the agents send each request through :func:`invoke`, which
   (:attr:`RunLimits.cut`), so it ends with status ``timeout``;
 * fits the prompt into the model's context window when the window is known
   (``RunLimits.context_tokens``; the in-process model fits with its own tokenizer,
-  :func:`fit_turns`): the longest turns lose their middle first, each cut visible in the text
-  as ``[truncated: N of M chars]`` and reported to the run (:func:`report_trim`);
+  :func:`fit_turns`): older turns lose their middle first, then the last turn, then the
+  system prompt, each cut visible in the text as ``[truncated: N of M chars]`` and reported
+  to the run (:func:`report_trim`); long arguments of earlier tool calls are cut too;
 * turns a server's refusal of a prompt for its length into
   :class:`~sleuth.errors.ContextWindowExceeded`, which ends the run as an error that says so
   rather than as missing evidence.
@@ -47,7 +48,8 @@ PROMPT_OVERHEAD = 32
 MAX_ARGUMENT_CHARS = 300
 """A string argument of an earlier tool call is cut to this many characters when fitting."""
 MIN_TURN_TOKENS = 48
-"""A turn is never cut below this many tokens."""
+"""The last turn and the system turns are never cut below this many tokens; older turns
+(the run's history) only go below it, down to the bare mark, once the last turn is there."""
 BYTES_PER_TOKEN = 3.0
 """Estimate for a server whose tokenizer is unknown: one token per 3 UTF-8 bytes (BPE
 vocabularies average ~4 characters per English token and ~1 per CJK character, i.e. 3

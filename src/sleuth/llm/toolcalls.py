@@ -186,6 +186,13 @@ def _json_objects(text: str) -> list[tuple[int, int, Any]]:
 def object_end(text: str, start: int) -> int | None:
     """The index just past the ``}`` closing the object that opens at ``text[start]``
     (braces inside JSON strings ignored), or None when the text ends first."""
+    return _scan_object(text, start)[0]
+
+
+def _scan_object(text: str, start: int) -> tuple[int | None, bool]:
+    """``(end, in_string)``: the index just past the ``}`` closing the object that opens at
+    ``text[start]`` (None when the text ends first), and whether the text ended inside a
+    JSON string."""
     depth, in_string, escaped = 0, False, False
     for j in range(start, len(text)):
         char = text[j]
@@ -203,30 +210,21 @@ def object_end(text: str, start: int) -> int | None:
         elif char == "}":
             depth -= 1
             if depth == 0:
-                return j + 1
-    return None
+                return j + 1, False
+    return None, in_string
 
 
 def _cut_inside_string(text: str) -> bool:
-    """Whether ``text`` is JSON that is not valid and ends inside a string (a call whose
-    arguments the reply's token budget cut off mid-value)."""
+    """Whether ``text`` is a JSON object that is not valid and ends inside a string (a call
+    whose arguments the reply's token budget cut off mid-value)."""
+    start = text.find("{")
+    if start < 0:
+        return False
     try:
         json.loads(text)
         return False
     except ValueError:
-        pass
-    in_string, escaped = False, False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-    return in_string
+        return _scan_object(text, start)[1]
 
 
 def _loads(text: str) -> Any:
