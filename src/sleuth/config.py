@@ -132,9 +132,10 @@ class Settings(BaseSettings):
     llm_context_tokens: int | None = Field(
         default=None,
         ge=256,
-        description="Context window of the model server in tokens; every prompt is fitted to "
-        "it (default: asked from the server where it says, as llama.cpp's /props does; "
-        "else prompts are sent as they are)",
+        description="Context window of the model in tokens; every prompt is fitted to it "
+        "(an in-process 'local' model is loaded with it as n_ctx, default 4096; a server's "
+        "is asked from the server where it says, as llama.cpp's /props does, else prompts "
+        "are sent as they are)",
     )
     max_iterations: int = Field(default=10, ge=1, description="ReAct loop cap (tool rounds)")
     max_refinements: int = Field(

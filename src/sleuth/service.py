@@ -156,8 +156,11 @@ class AgentService:
     def context_tokens(self) -> int | None:
         """The model's context window that prompts are fitted to (see
         :func:`sleuth.llm.factory.context_tokens`); ``None`` without a model or when unknown."""
-        if getattr(self.reasoner, "model", None) is None:
+        model = getattr(self.reasoner, "model", None)
+        if model is None:
             return None
+        if isinstance(getattr(model, "n_ctx", None), int):  # in process: its own window
+            return int(model.n_ctx)
         from sleuth.llm.factory import context_tokens
 
         return context_tokens(self.settings)

@@ -152,6 +152,26 @@ def test_guard_blocks_local_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         make_chat_model(Settings(llm=f"local:{gguf}"))
 
 
+def test_the_context_setting_is_the_local_models_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gguf = tmp_path / "fake.gguf"
+    gguf.write_bytes(b"GGUF")  # never loaded: the model loads on its first call
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a, **k: object() if name == "llama_cpp" else real(name, *a, **k),
+    )
+    monkeypatch.setattr(testing, "ALLOW_MODEL_REQUESTS", True)  # construction only
+    default = make_chat_model(Settings(llm=f"local:{gguf}"))
+    small = make_chat_model(Settings(llm=f"local:{gguf}", llm_context_tokens=1024))
+    assert isinstance(default, LlamaCppChatModel) and default.n_ctx == 4096
+    assert isinstance(small, LlamaCppChatModel) and small.n_ctx == 1024
+    assert factory.context_tokens(Settings(llm="heuristic", llm_context_tokens=2048)) == 2048
+    assert factory.context_tokens(Settings(llm="openai:x")) is None  # hosted: not asked
+
+
 def test_guard_does_not_block_heuristic() -> None:
     assert testing.ALLOW_MODEL_REQUESTS is False
     assert make_chat_model(Settings(llm="heuristic")) is None

@@ -263,6 +263,7 @@ def make_chat_model(settings: Settings) -> BaseChatModel | None:
             model_path=str(path),
             temperature=settings.llm_temperature,
             timeout_s=settings.llm_timeout_s,
+            **({"n_ctx": settings.llm_context_tokens} if settings.llm_context_tokens else {}),
         )
 
     assert spec.provider is not None and spec.model is not None
@@ -320,14 +321,15 @@ def _provider_error(spec: LLMSpec, exc: BaseException) -> ConfigError:
 def context_tokens(settings: Settings, timeout_s: float = 2.0) -> int | None:
     """The context window prompts of the configured model must fit, in tokens.
 
-    ``SLEUTH_LLM_CONTEXT_TOKENS`` when set; else, for ``openai:`` with
+    ``SLEUTH_LLM_CONTEXT_TOKENS`` when set (for ``local`` it is also the ``n_ctx`` the model
+    is loaded with); else, for ``openai:`` with
     ``SLEUTH_LLM_BASE_URL``, the window the server reports — llama.cpp's ``GET /props``
     (``default_generation_settings.n_ctx``) or vLLM's ``GET /v1/models``
     (``max_model_len``) — asked once with a short timeout; ``None`` otherwise (hosted APIs,
     an in-process model, which fits prompts with its own tokenizer, or a server that does
     not say). Never raises.
     """
-    if settings.llm_context_tokens:
+    if settings.llm_context_tokens:  # an in-process model is loaded with this n_ctx too
         return settings.llm_context_tokens
     try:
         spec = parse_llm_spec(settings.llm)
