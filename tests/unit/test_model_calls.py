@@ -159,3 +159,27 @@ def test_a_long_section_is_read_with_a_visible_cut_at_a_word(tmp_path) -> None:
     assert total >= len(long_text) - 10 and left_out == total - len(head)
     assert clip("short text", 100) == "short text"
     app.close()
+
+
+def test_loading_an_in_process_model_is_told_to_the_run(tmp_path, monkeypatch) -> None:
+    from sleuth.llm import local
+
+    class FakeLlama:
+        def __init__(self, **kwargs) -> None:
+            self.kwargs = kwargs
+
+        def close(self) -> None:
+            pass
+
+    fake = type("llama_cpp", (), {"Llama": FakeLlama})
+    monkeypatch.setattr(local, "require", lambda *a: fake)
+    monkeypatch.setattr(local, "_CACHE", {})
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"x" * 1000)
+    lines: list[str] = []
+    with run_limits(RunLimits(notify=lines.append)):
+        llama, _ = local._load(str(gguf), 1024, 1)
+        local._load(str(gguf), 1024, 1)  # loaded once: told once
+    assert isinstance(llama, FakeLlama) and llama.kwargs["n_ctx"] == 1024
+    assert len(lines) == 1 and "Loading the model tiny.gguf" in lines[0]
+    assert "n_ctx 1024" in lines[0]

@@ -121,18 +121,24 @@ def was_cut() -> bool:
     return limits is not None and limits.cut
 
 
+def notice(line: str) -> None:
+    """Tell the current run's trace ``line`` (an observation), if a run is in progress."""
+    limits = _limits.get()
+    if limits is not None and limits.notify is not None:
+        limits.notify(line)
+
+
 def report_trim(record: dict[str, Any]) -> None:
     """Record a trimmed prompt turn on the current run and tell its trace."""
     limits = _limits.get()
     if limits is None:
         return
     limits.trims.append(record)
-    if limits.notify is not None:
-        limits.notify(
-            f"The prompt did not fit the model's context window ({record['budget']} tokens "
-            f"for the prompt): the {record['role']} turn was cut from {record['chars']} to "
-            f"{record['kept_chars']} characters."
-        )
+    notice(
+        f"The prompt did not fit the model's context window ({record['budget']} tokens "
+        f"for the prompt): the {record['role']} turn was cut from {record['chars']} to "
+        f"{record['kept_chars']} characters."
+    )
 
 
 def estimate_tokens(text: str) -> int:

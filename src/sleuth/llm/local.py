@@ -74,6 +74,11 @@ def _load(model_path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, thre
         entry = _CACHE.get(key)
         if entry is None:
             llama_cpp = require("llama_cpp", "local", "the local llama.cpp model")
+            size = os.path.getsize(key[0]) / 1e9 if os.path.exists(key[0]) else 0.0
+            calls.notice(
+                f"Loading the model {os.path.basename(key[0])} ({size:.1f} GB, n_ctx {n_ctx}) "
+                "into memory: once per process; `sleuth serve` keeps it loaded."
+            )
             llama = llama_cpp.Llama(  # type: ignore[attr-defined]
                 model_path=key[0],
                 n_ctx=n_ctx,
