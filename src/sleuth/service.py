@@ -31,6 +31,7 @@ from sleuth.agents.heuristic import HeuristicReasoner
 from sleuth.agents.planning import PlanningAgent
 from sleuth.agents.react import RunRuntime, build_react_graph
 from sleuth.agents.reasoner import Reasoner
+from sleuth.agents.safety import masked
 from sleuth.agents.scope import named_documents
 from sleuth.agents.state import AgentState, AgentStep, RunStatus
 from sleuth.agents.support import SupportChecker
@@ -323,7 +324,7 @@ class AgentService:
         trace.setdefault("timings_ms", {})["total"] = round(
             (time.perf_counter() - started) * 1e3, 1
         )
-        response = AgentSearchResponse(
+        response = AgentSearchResponse(  # secrets in quoted sections masked, as in events
             task_id=task_id,
             query=query,
             collection=collection,
@@ -334,6 +335,7 @@ class AgentService:
             tool_calls=trace.get("tool_trace", []),
             trace=trace,
         )
+        response = masked(response)
         if use_memory and not outcome.error:
             self._remember(response, user_id, memory)
         self._store(response, user_id, emitter)

@@ -331,3 +331,96 @@ def test_an_unclosed_reasoning_block_is_a_named_failure_never_an_answer(
     assert "BNS_S103" in [c.source_id for c in response.answer.citations]  # the evidence's
     if response.status == RunStatus.ERROR:  # react: the model never gave a usable reply
         assert "never closed" in (response.trace["error"] or "")
+
+
+OPS = {
+    "OPS_S1": (
+        "Billing gateway.",
+        "The billing gateway runs on host zulu7q. Its API key is sk-TEST-123456789 and the "
+        "database password is hunter2-TEST.",
+    )
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_echoed_secret_neither_crashes_the_run_nor_shows_in_its_response(
+    tmp_path: Path, mode: str
+) -> None:
+    # once: AttributeError 'CitationReport' object has no attribute 'is_insufficient_context'
+    echo = reply("The API key for the billing gateway is sk-TEST-123456789 [OPS_S1].")
+    with FaultServer([echo]) as server:
+        app = _app(tmp_path, server, sections=OPS)
+        response = app.agent.execute_agentic_search(
+            "What is the API key for the billing gateway?", "test", mode=mode
+        )
+        app.close()
+    assert response.status != RunStatus.ERROR, response.trace["error"]
+    dumped = response.model_dump_json()
+    assert "sk-TEST-123456789" not in dumped and "hunter2-TEST" not in dumped
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_run_that_searched_nothing_is_not_declined_for_an_unseen_identifier(
+    tmp_path: Path, mode: str
+) -> None:
+    with FaultServer([hang()]) as server:
+        app = _app(tmp_path, server, sections=OPS)
+        response = app.agent.execute_agentic_search(
+            "Which host runs zulu7q?", "test", mode=mode, timeout_s=3
+        )
+        app.close()
+    assert response.status == RunStatus.TIMEOUT
+    if not response.trace["retrieved_source_ids"]:
+        assert "no retrieved section mentions" not in response.answer.answer_text
+
+
+def test_the_request_timeout_setting_still_bounds_each_request(tmp_path: Path) -> None:
+    with FaultServer([hang()]) as server:
+        app = _app(tmp_path, server, llm_timeout_s=1)
+        started = time.monotonic()
+        response = app.agent.execute_agentic_search(MURDER, "test", mode="guided", timeout_s=60)
+        elapsed = time.monotonic() - started
+        app.close()
+    assert elapsed < 30, elapsed  # each request gives up after ~1 s (and the SDK's retries)
+    assert response.answer.answer_text
+
+
+def test_react_with_every_tool_fits_a_2048_token_window(tmp_path: Path) -> None:
+    sections = {**STATUTE_SECTIONS, "LAMP_S1": ("Register of lanterns.", HUGE)}
+    question = "What must the register of lanterns record? " + "Please be thorough. " * 190
+    answer = reply("Facts: each wick is recorded [1]\nAnswer: each wick")
+    with FaultServer([window(answer)], context=2048) as server:
+        app = _app(tmp_path, server, sections=sections, max_iterations=4)
+        app.settings.memory = True  # recall_similar too: ~5.2 KB of tool schemas
+        response = app.agent.execute_agentic_search(question, "test", mode="react")
+        app.close()
+    assert response.status != RunStatus.ERROR, response.trace["error"]
+    assert max(prompt_tokens(body) for body in server.requests) <= 2048
+
+
+def test_the_quiet_cli_says_an_error_on_one_stderr_line(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "murder.md").write_text("# Code\n\n## Murder\n\nMurder is punished with death.\n")
+    exe = str(Path(sys.executable).with_name("sleuth"))
+    env = {**os.environ, "SLEUTH_DATA_DIR": str(data), "SLEUTH_LLM": "heuristic"}
+    assert subprocess.run([exe, "ingest", str(docs), "-c", "c"], env=env).returncode == 0
+    refusal = error(400, "the request exceeds the available context size (5940 > 2048)")
+    with FaultServer([refusal]) as server:
+        env |= {
+            "SLEUTH_LLM": "openai:fault",
+            "SLEUTH_LLM_BASE_URL": server.url,
+            "OPENAI_API_KEY": "none",
+        }
+        result = subprocess.run(
+            [exe, "ask", MURDER, "-c", "c", "--mode", "guided", "-q"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 1
+    assert "Insufficient context" not in result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "context window" in lines[0]

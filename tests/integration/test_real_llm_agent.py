@@ -225,8 +225,8 @@ def test_a_rate_limited_request_says_so_in_the_trace_while_it_waits(
         )
     waits = [e.content for e in events if e.type == "observe" and "retrying in" in e.content]
     assert waits == [
-        "The model provider asked to wait (rate limit or a busy server): retrying in 1 s "
-        "(retry 1 of 2)."
+        "The model request did not go through (a rate limit, a busy server or a timeout): "
+        "retrying in 1 s (retry 1 of 2)."
     ]
     # shown while the first (forced) search call waits, before it runs
     wait_at = next(i for i, e in enumerate(events) if getattr(e, "content", "") == waits[0])

@@ -422,6 +422,10 @@ def test_secrets_are_masked_in_events_and_short_test_keys_count() -> None:
         "looks like a secret"
     )
     assert unsafe_reason("We use sk-learn for the models.") is None  # no digit: a word
+    assert unsafe_reason("The database password is hunter2-TEST.") == (
+        "looks like a secret (a password)"
+    )
+    assert unsafe_reason("The password is required.") is None
     assert mask_secrets("key sk-INJECTED-12345 here") == f"key {SECRET_MASK} here"
     seen = []
     emitter = EventEmitter("t", [seen.append])

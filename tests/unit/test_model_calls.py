@@ -183,3 +183,31 @@ def test_loading_an_in_process_model_is_told_to_the_run(tmp_path, monkeypatch) -
     assert isinstance(llama, FakeLlama) and llama.kwargs["n_ctx"] == 1024
     assert len(lines) == 1 and "Loading the model tiny.gguf" in lines[0]
     assert "n_ctx 1024" in lines[0]
+
+
+def test_compact_tools_keep_names_types_and_required_fields() -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "rag_search",
+                "description": "Search the collection. Returns sections with scores.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "What to look for."},
+                        "top_k": {"type": "integer", "description": "How many.", "default": 5},
+                    },
+                    "required": ["query"],
+                },
+            },
+        }
+    ]
+    (short,) = calls.compact_tools(tools)
+    assert short["function"]["description"] == "Search the collection."
+    params = short["function"]["parameters"]
+    assert params["required"] == ["query"]
+    assert params["properties"] == {
+        "query": {"type": "string"},
+        "top_k": {"type": "integer", "default": 5},
+    }

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter
 
 from sleuth.agents.answer import GeneratedAnswer
-from sleuth.agents.safety import has_secret, mask_secrets
+from sleuth.agents.safety import masked
 
 
 class _Event(BaseModel):
@@ -114,7 +114,7 @@ class EventEmitter:
         """Number ``event``, keep it and hand it to every sink; credential-shaped strings in
         it (retrieved text shown in an observation) are masked first
         (:func:`sleuth.agents.safety.mask_secrets`)."""
-        event = _masked(event)
+        event = masked(event)
         with self._lock:
             event.seq = len(self.events) + 1
             event.task_id = self.task_id
@@ -126,21 +126,3 @@ class EventEmitter:
     @property
     def terminated(self) -> bool:
         return bool(self.events) and self.events[-1].type in ("done", "error")
-
-
-def _masked(event: AgentEvent) -> AgentEvent:
-    """``event`` with :func:`~sleuth.agents.safety.mask_secrets` applied to its strings (the
-    same object when it holds none)."""
-    if not has_secret(event.model_dump_json()):
-        return event
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, str):
-            return mask_secrets(value)
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
-        return value
-
-    return type(event).model_validate(walk(event.model_dump()))

@@ -425,7 +425,7 @@ def finish_answer(
         question,
         [f"{sid} {join_parts(chunks)}" for sid, chunks in ctx.retrieved.items() if chunks],
     )
-    if unseen and not ctx.external_tools:
+    if unseen and ctx.retrieved and not ctx.external_tools:
         closest = ", ".join(list(ctx.retrieved)[:3]) or "none"
         listed = ", ".join(repr(t) for t in unseen)
         return declined(
@@ -477,11 +477,11 @@ def finish_answer(
     ):
         replaced = UNCITED
         short = None
-        fallback = validate_citations(compose_answer(question, ctx), ctx, checker, strict_grounding)
-        fallback.removed[:0] = report.removed
-        fallback.unsupported[:0] = report.unsupported
-        fallback.dropped_sentences[:0] = report.dropped_sentences
-        report = fallback
+        composed = validate_citations(compose_answer(question, ctx), ctx, checker, strict_grounding)
+        composed.removed[:0] = report.removed
+        composed.unsupported[:0] = report.unsupported
+        composed.dropped_sentences[:0] = report.dropped_sentences
+        report = composed
     answer = report.answer
     if from_model and checker is not None and answer.citations and not ctx.external_tools:
         # a model's sentence no retrieved section supports is dropped when supported ones

@@ -19,8 +19,13 @@ shape of a real credential.
 from __future__ import annotations
 
 import re
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from sleuth.retrieval.text import sentences
+
+M = TypeVar("M", bound=BaseModel)
 
 _INSTRUCTION = re.compile(
     r"\b(?:ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,30}?\b(?:"
@@ -57,6 +62,12 @@ _LABELLED = re.compile(
     re.I,
 )
 _HEX = re.compile(r"[0-9a-fA-F]{20,}")
+_PASSWORD = re.compile(
+    r"\b(?:password|passwd|pwd|passphrase)\b['\"]?\s*(?:is|=|:)\s*['\"]?"
+    r"((?=[^\s'\"]*\d)(?=[^\s'\"]*[A-Za-z])[^\s'\"]{6,})",
+    re.I,
+)
+"""A password given as a value ("password is hunter2-TEST"): short, but letters and digits."""
 _MARKUP = re.compile(
     r"</?\s*(?:system|assistant|user|developer|tool(?:_result|_call|_response|_output)?|"
     r"function(?:_call|_result)?|instructions?|prompt|im_start|im_end|think)\s*/?>"
@@ -96,6 +107,8 @@ def unsafe_reason(sentence: str) -> str | None:
     for what, pattern in _SECRETS:
         if pattern.search(sentence):
             return f"looks like a secret ({what})"
+    if _PASSWORD.search(sentence):
+        return "looks like a secret (a password)"
     for labelled in _LABELLED.finditer(sentence):
         if _looks_random(labelled.group(1)):
             return "looks like a secret (a long random value after a key/token/password label)"
@@ -117,12 +130,31 @@ def mask_secrets(text: str) -> str:
             return match.group(0)
         return match.group(0).replace(value, SECRET_MASK)
 
+    text = _PASSWORD.sub(lambda m: m.group(0).replace(m.group(1), SECRET_MASK), text)
     return _LABELLED.sub(labelled, text)
 
 
 def has_secret(text: str) -> bool:
     """Whether :func:`mask_secrets` would change ``text``."""
     return mask_secrets(text) != text
+
+
+def masked(model: M) -> M:
+    """``model`` (an event, a run's response) with :func:`mask_secrets` applied to every
+    string in it, nested ones included; the same object when it holds no secret."""
+    if not has_secret(model.model_dump_json()):
+        return model
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return mask_secrets(value)
+        if isinstance(value, list | tuple):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    return type(model).model_validate(walk(model.model_dump()))
 
 
 def quotable_sentences(text: str) -> tuple[list[str], dict[str, str]]:

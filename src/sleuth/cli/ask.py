@@ -116,6 +116,8 @@ def run_ask(
             common.warning_line(warning)
     if as_json:
         typer.echo(response.model_dump_json(indent=2))
+    elif quiet and response.status.value == "error":
+        pass  # the error line below says it; the answer text is the failure's echo
     elif quiet:
         text = response.answer.answer_text
         labelled = text.lower().startswith("insufficient context")
@@ -125,6 +127,8 @@ def run_ask(
         if ids:
             typer.echo("citations: " + " ".join(ids))
     if response.status.value == "error":
+        reason = response.trace.get("error") or "the run failed"
+        common.error_line(" ".join(str(reason).split()))
         raise typer.Exit(EXIT_ERROR)
     if response.answer.is_insufficient_context:
         raise typer.Exit(EXIT_INSUFFICIENT)

@@ -264,6 +264,46 @@ def output_budget(model: Any, bound: dict[str, Any]) -> int:
     return int(value or DEFAULT_OUTPUT_RESERVE)
 
 
+def _schema_tokens(tools: Any) -> int:
+    return estimate_tokens(json.dumps(tools, separators=(",", ":")))
+
+
+def compact_tools(tools: Sequence[Any]) -> list[Any]:
+    """OpenAI-style tool specs in their short form, for a small context window: each tool's
+    description cut to its first sentence, its parameters' descriptions and examples
+    dropped (names, types and required lists kept, so calls stay valid)."""
+
+    def params(schema: Any) -> Any:
+        if not isinstance(schema, dict):
+            return schema
+        out = {k: v for k, v in schema.items() if k not in ("description", "examples", "title")}
+        if isinstance(out.get("properties"), dict):
+            out["properties"] = {k: params(v) for k, v in out["properties"].items()}
+        if isinstance(out.get("items"), dict):
+            out["items"] = params(out["items"])
+        return out
+
+    short = []
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict):
+            short.append(tool)
+            continue
+        description = str(function.get("description") or "")
+        first = re.split(r"(?<=[.!?])\s", description, maxsplit=1)[0]
+        short.append(
+            {
+                **tool,
+                "function": {
+                    **function,
+                    "description": first,
+                    "parameters": params(function.get("parameters") or {}),
+                },
+            }
+        )
+    return short
+
+
 def fit_messages(messages: Any, reserve: int, tools: Any, window: int) -> Any:
     """``messages`` (a list of LangChain messages) with their text cut to fit ``window``
     tokens, counting ``reserve`` tokens for the reply and the bound tools' schemas; other
@@ -271,7 +311,7 @@ def fit_messages(messages: Any, reserve: int, tools: Any, window: int) -> Any:
     if not isinstance(messages, list) or not all(hasattr(m, "content") for m in messages):
         return messages
     messages = [_short_arguments(m) for m in messages]
-    schema = estimate_tokens(json.dumps(tools, separators=(",", ":"))) if tools else 0
+    schema = _schema_tokens(tools) if tools else 0
     # what cannot be cut: the tool calls of earlier assistant turns, non-text content
     fixed = sum(
         estimate_tokens(json.dumps(getattr(m, "tool_calls", None) or [], default=str))
@@ -281,7 +321,16 @@ def fit_messages(messages: Any, reserve: int, tools: Any, window: int) -> Any:
     budget = window - reserve - schema - fixed - PROMPT_OVERHEAD - TURN_OVERHEAD * len(messages)
     textual = [i for i, m in enumerate(messages) if isinstance(m.content, str)]
     turns = [(messages[i].type, messages[i].content) for i in textual]
-    texts = fit_turns(turns, budget, estimate_tokens)
+    try:
+        texts = fit_turns(turns, budget, estimate_tokens)
+    except ContextWindowExceeded as exc:
+        if schema > window // 3:
+            raise ContextWindowExceeded(
+                f"{exc}: the tools' descriptions alone take ~{schema} of the {window}-token "
+                "window; use guided mode (--mode guided) or a larger window "
+                "(SLEUTH_LLM_CONTEXT_TOKENS, the server's -c)"
+            ) from exc
+        raise
     out = list(messages)
     for i, text in zip(textual, texts, strict=True):
         if text != messages[i].content:
@@ -342,7 +391,11 @@ def invoke(runnable: Any, messages: Any, **kwargs: Any) -> Any:
     if window:
         # the reply's share of a small window is capped, and the request asks for no more
         reserve = min(reserve, max(MIN_OUTPUT_RESERVE, window // 16))
-        messages = fit_messages(messages, reserve, bound.get("tools"), window)
+        tools = bound.get("tools")
+        if tools and _schema_tokens(tools) > window // 3:
+            # the tools' schemas would crowd out the conversation: their short form
+            tools = kwargs["tools"] = compact_tools(tools)
+        messages = fit_messages(messages, reserve, tools, window)
     if _is_openai(model) and (window or bound.get("max_tokens")):
         # an OpenAI-compatible server reads the body's max_tokens, which the client's
         # extra_body sets to the model's cap: the call's own budget must replace it there
@@ -358,7 +411,8 @@ def invoke(runnable: Any, messages: Any, **kwargs: Any) -> Any:
         limits.cut = True
         raise ModelDeadlineExceeded("the run's deadline passed before this model call")
     if _is_openai(model):
-        kwargs.setdefault("timeout", left)
+        own = getattr(model, "request_timeout", None)  # SLEUTH_LLM_TIMEOUT_S
+        kwargs.setdefault("timeout", min(left, own) if isinstance(own, int | float) else left)
     done: Future[Any] = Future()
     context = contextvars.copy_context()
 

@@ -22,12 +22,12 @@ _installed: list[bool] = []
 
 
 def describe(seconds: float, attempt: int, attempts: object) -> str:
-    """The status line for a wait: "The model provider asked to wait (rate limit or a busy
-    server): retrying in 30 s (retry 1 of 2)."."""
+    """The status line for a wait: "The model request did not go through (a rate limit, a
+    busy server or a timeout): retrying in 30 s (retry 1 of 2)."."""
     wait = f"{seconds:.0f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
     return (
-        "The model provider asked to wait (rate limit or a busy server): retrying in "
-        f"{wait} (retry {attempt} of {attempts})."
+        "The model request did not go through (a rate limit, a busy server or a timeout): "
+        f"retrying in {wait} (retry {attempt} of {attempts})."
     )
 
 
