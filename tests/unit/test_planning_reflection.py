@@ -305,7 +305,13 @@ def test_every_run_carries_the_trace_metadata(tmp_path, mode: str) -> None:
 
 def test_a_run_stopped_by_a_limit_does_not_blame_the_knowledge_base(tmp_path) -> None:
     service = make_service(tmp_path)
+    # stopped before its first step, the run still searches once with the question
     response = service.execute_agentic_search(MURDER, "test", timeout_s=1e-9, use_memory=False)
+    assert response.status == "timeout"
+    assert "BNS_S103" in [c.source_id for c in response.answer.citations]
+    # and when that search finds nothing that answers, the decline names the limit
+    away = "Which river flows through the capital of Peru?"
+    response = service.execute_agentic_search(away, "test", timeout_s=1e-9, use_memory=False)
     assert response.status == "timeout" and response.answer.is_insufficient_context
     assert "SLEUTH_RUN_TIMEOUT_S" in response.answer.answer_text
     assert "does not contain" not in response.answer.answer_text

@@ -444,6 +444,19 @@ def finalize(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
     started = time.perf_counter()
     question = state.original_query
     draft: AnswerDraft | None = state.draft
+    search = rt.tools.get("rag_search")
+    if draft is None and not rt.ctx.searches and search is not None and rt.error is None:
+        # stopped before any search (the model hung or failed on its first reply): the
+        # first step always searches, with the question itself when the model did not
+        try:
+            search.invoke({"query": question}, rt.ctx)
+            rt.emitter.emit(
+                ObserveEvent(
+                    content="The run stopped before any search: searched with the question."
+                )
+            )
+        except (ToolError, ConfigError):
+            pass
     if draft is None:
         reason = state.stop_status or RunStatus.ERROR
         if rt.error is not None:  # the reasoner is failing: answer from the evidence alone

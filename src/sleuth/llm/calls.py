@@ -427,6 +427,11 @@ def invoke(runnable: Any, messages: Any, **kwargs: Any) -> Any:
         return done.result(timeout=max(left, 0.0))
     except Exception as exc:
         if not done.done():  # still waiting: the deadline came first
+            if not limits.cut:
+                notice(
+                    f"The model did not answer within the run's remaining {left:.1f} s "
+                    "(SLEUTH_RUN_TIMEOUT_S / timeout_s): the run stops there."
+                )
             limits.cut = True
             raise ModelDeadlineExceeded(
                 f"the model did not answer within the run's remaining {left:.1f} s"
