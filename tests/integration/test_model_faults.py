@@ -68,6 +68,26 @@ def _app(tmp_path: Path, server: FaultServer, sections: Any = None, **settings: 
     return app
 
 
+def _ask_cli(server: FaultServer, data: Path, collection: str, *flags: str, **env: str) -> Any:
+    """``sleuth ask MURDER -c collection --mode guided *flags`` against ``server``."""
+    exe = str(Path(sys.executable).with_name("sleuth"))
+    variables = {
+        **os.environ,
+        "SLEUTH_DATA_DIR": str(data),
+        "SLEUTH_LLM": "openai:fault",
+        "SLEUTH_LLM_BASE_URL": server.url,
+        "OPENAI_API_KEY": "none",
+        **env,
+    }
+    return subprocess.run(
+        [exe, "ask", MURDER, "-c", collection, "--mode", "guided", *flags],
+        env=variables,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_server_that_never_answers_ends_the_run_as_timeout_in_time(
     tmp_path: Path, mode: str
@@ -105,19 +125,7 @@ def test_the_cli_run_against_a_hung_server_ends_within_its_deadline(tmp_path: Pa
             [exe, "ingest", str(docs), "-c", "penal"], env=env, capture_output=True, text=True
         )
         assert ingest.returncode == 0, ingest.stderr
-        env |= {
-            "SLEUTH_LLM": "openai:fault",
-            "SLEUTH_LLM_BASE_URL": server.url,
-            "OPENAI_API_KEY": "none",
-            "SLEUTH_RUN_TIMEOUT_S": "5",
-        }
-        result = subprocess.run(
-            [exe, "ask", MURDER, "-c", "penal", "--mode", "guided", "--json"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        result = _ask_cli(server, data, "penal", "--json", SLEUTH_RUN_TIMEOUT_S="5")
     import json
 
     run = json.loads(result.stdout)
@@ -409,18 +417,7 @@ def test_the_quiet_cli_says_an_error_on_one_stderr_line(tmp_path: Path) -> None:
     assert subprocess.run([exe, "ingest", str(docs), "-c", "c"], env=env).returncode == 0
     refusal = error(400, "the request exceeds the available context size (5940 > 2048)")
     with FaultServer([refusal]) as server:
-        env |= {
-            "SLEUTH_LLM": "openai:fault",
-            "SLEUTH_LLM_BASE_URL": server.url,
-            "OPENAI_API_KEY": "none",
-        }
-        result = subprocess.run(
-            [exe, "ask", MURDER, "-c", "c", "--mode", "guided", "-q"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        result = _ask_cli(server, data, "c", "-q")
     assert result.returncode == 1
     assert "Insufficient context" not in result.stdout
     lines = [line for line in result.stderr.splitlines() if line.strip()]
