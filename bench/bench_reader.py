@@ -103,6 +103,12 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="first N questions of the split")
     parser.add_argument("--data-dir", help="keep the index here (default: a temp dir)")
     parser.add_argument("--out", default=str(RESULTS), help="folder for the JSONL records")
+    parser.add_argument(
+        "--prompt-cache-mb",
+        type=int,
+        default=512,
+        help="SLEUTH_LLM_PROMPT_CACHE_MB of the local model (0: no prompt cache)",
+    )
     args = parser.parse_args()
 
     from sleuth.app import Sleuth
@@ -130,7 +136,11 @@ def main() -> None:
     with data_dir(args.data_dir, "sleuth-reader-") as ddir:
         for llm in args.llm:
             settings = bench_settings(ddir).model_copy(
-                update={"llm": llm, "rerank": "off" if args.no_rerank else "on"}
+                update={
+                    "llm": llm,
+                    "rerank": "off" if args.no_rerank else "on",
+                    "llm_prompt_cache_mb": args.prompt_cache_mb,
+                }
             )
             app = Sleuth(settings)
             prepared = prepare_collection(app, dataset)
@@ -147,6 +157,7 @@ def main() -> None:
                     "mode": mode,
                     "split": args.split,
                     "rerank": not args.no_rerank,
+                    "prompt_cache_mb": args.prompt_cache_mb,
                     "commit": rev,
                     "questions": len(run.records),
                     "load_average_end": load_average(),

@@ -137,6 +137,13 @@ class Settings(BaseSettings):
         "is asked from the server where it says, as llama.cpp's /props does, else prompts "
         "are sent as they are)",
     )
+    llm_prompt_cache_mb: int = Field(
+        default=512,
+        ge=0,
+        description="RAM (MiB) for the KV states of earlier prompts of an in-process 'local' "
+        "model: a prompt that shares a prefix with one of them (an agent's system prompt and "
+        "tool descriptions, a repair round's evidence) starts from it; 0 turns it off",
+    )
     max_iterations: int = Field(default=10, ge=1, description="ReAct loop cap (tool rounds)")
     max_refinements: int = Field(
         default=2, ge=0, description="Guided mode: CRAG refinement rounds at most"

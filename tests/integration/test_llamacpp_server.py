@@ -192,3 +192,58 @@ def test_local_models_share_the_loaded_weights(smollm2_gguf: Path) -> None:
     from sleuth.llm.local import load_llama
 
     assert load_llama(str(smollm2_gguf)) is load_llama(str(smollm2_gguf))
+
+
+def test_local_model_serves_a_shared_prompt_prefix_from_the_prompt_cache(
+    local_model: BaseChatModel,
+) -> None:
+    """Two agents' prompts interleaved (as ReAct's loop turns and the generator's prompt
+    are): the second call of the first agent evaluates only what follows the prefix it
+    shares with the first call, restored from the prompt cache; a prompt seen before is
+    restored whole."""
+    model = local_model.model_copy(update={"max_tokens": 8})
+    rules = SystemMessage(
+        "You are a careful assistant for a library. "
+        + " ".join(f"Rule {i}: answer in one short sentence about shelf {i}." for i in range(40))
+    )
+    first = model.invoke([rules, HumanMessage("Where are the atlases?")])
+    model.invoke([SystemMessage("Reply with one word."), HumanMessage("Name a colour.")])
+    second = model.invoke([rules, HumanMessage("Where are the dictionaries?")])
+    model.invoke([SystemMessage("Reply with one word."), HumanMessage("Name a fruit.")])
+    again = model.invoke([rules, HumanMessage("Where are the dictionaries?")])
+
+    assert first.usage_metadata is not None and second.usage_metadata is not None
+    shared = first.usage_metadata["input_tokens"] - 20  # all but the question and its turn
+    assert shared > 300
+    assert first.usage_metadata["input_token_details"]["cache_read"] < 20  # cold
+    assert second.usage_metadata["input_token_details"]["cache_read"] >= shared
+    assert again.usage_metadata["input_token_details"]["cache_read"] >= (
+        again.usage_metadata["input_tokens"] - 1  # the whole prompt (its last token replayed)
+    )
+    # a restored state answers the question it holds (greedy replies may still differ in a
+    # word: a prefix evaluated in one batch or in several sums its floats in another order)
+    assert "dictionar" in str(second.content).lower()
+    assert "dictionar" in str(again.content).lower()
+
+
+def test_local_model_without_a_prompt_cache_evaluates_each_prompt_again(
+    smollm2_gguf: Path,
+) -> None:
+    """``SLEUTH_LLM_PROMPT_CACHE_MB=0``: only the prefix shared with the previous call is
+    kept (llama.cpp's own reuse), so an interleaved call evaluates its prompt again."""
+    with testing.block_model_requests(False):
+        model = make_chat_model(
+            Settings(
+                llm="local:smollm2-135m",
+                llm_prompt_cache_mb=0,
+                llm_context_tokens=2048,  # another loaded model than the other tests'
+            )
+        )
+    assert model is not None
+    model = model.model_copy(update={"max_tokens": 8})
+    rules = SystemMessage("You are a librarian. " + "Answer briefly and politely. " * 60)
+    model.invoke([rules, HumanMessage("Where are the atlases?")])
+    model.invoke([SystemMessage("Reply with one word."), HumanMessage("Name a colour.")])
+    second = model.invoke([rules, HumanMessage("Where are the maps?")])
+    assert second.usage_metadata is not None
+    assert second.usage_metadata["input_token_details"]["cache_read"] < 20

@@ -168,6 +168,9 @@ def test_loading_an_in_process_model_is_told_to_the_run(tmp_path, monkeypatch) -
         def __init__(self, **kwargs) -> None:
             self.kwargs = kwargs
 
+        def eval(self, tokens) -> None:
+            pass
+
         def close(self) -> None:
             pass
 
@@ -178,8 +181,8 @@ def test_loading_an_in_process_model_is_told_to_the_run(tmp_path, monkeypatch) -
     gguf.write_bytes(b"x" * 1000)
     lines: list[str] = []
     with run_limits(RunLimits(notify=lines.append)):
-        llama, _ = local._load(str(gguf), 1024, 1)
-        local._load(str(gguf), 1024, 1)  # loaded once: told once
+        llama, _ = local._load(str(gguf), 1024, 1, prompt_cache_mb=0)
+        local._load(str(gguf), 1024, 1, prompt_cache_mb=0)  # loaded once: told once
     assert isinstance(llama, FakeLlama) and llama.kwargs["n_ctx"] == 1024
     assert len(lines) == 1 and "Loading the model tiny.gguf" in lines[0]
     assert "n_ctx 1024" in lines[0]

@@ -263,6 +263,7 @@ def make_chat_model(settings: Settings) -> BaseChatModel | None:
             model_path=str(path),
             temperature=settings.llm_temperature,
             timeout_s=settings.llm_timeout_s,
+            prompt_cache_mb=settings.llm_prompt_cache_mb,
             **({"n_ctx": settings.llm_context_tokens} if settings.llm_context_tokens else {}),
         )
 

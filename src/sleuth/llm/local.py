@@ -49,25 +49,107 @@ from sleuth.llm.toolcalls import ToolCallNormalizer, object_end
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _CACHE_LOCK = threading.Lock()
 
+PROMPT_CACHE_MB = 512
+"""RAM for the KV states of earlier prompts (:func:`_with_prompt_cache`), in MiB. A state
+holds ~28 KB per token for Qwen2.5-1.5B (28 layers, 2 KV heads of 128, f16): a 1,200-token
+prompt ~34 MB, so 512 MiB keeps the last ~15 calls' states."""
+
 _ANSWER_KEYS = ("answer", "final_answer", "response", "message", "content")
 
 
-def load_llama(model_path: str, n_ctx: int = 4096, n_threads: int | None = None) -> Any:
+def load_llama(
+    model_path: str,
+    n_ctx: int = 4096,
+    n_threads: int | None = None,
+    prompt_cache_mb: int = PROMPT_CACHE_MB,
+) -> Any:
     """Load (once per process) and return the ``llama_cpp.Llama`` for these settings.
 
     Args:
         model_path: path of the GGUF file.
         n_ctx: context window in tokens.
         n_threads: CPU threads; ``os.cpu_count()`` when None.
+        prompt_cache_mb: RAM for earlier prompts' KV states (:func:`_with_prompt_cache`);
+            0 turns the cache off. Read when the model is first loaded.
 
     Raises:
         MissingExtraError: llama-cpp-python is not installed (extra ``local``).
         ValueError: llama.cpp could not load the file.
     """
-    return _load(model_path, n_ctx, n_threads)[0]
+    return _load(model_path, n_ctx, n_threads, prompt_cache_mb)[0]
 
 
-def _load(model_path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.Lock]:
+def _with_prompt_cache(llama_cpp: Any, llama: Any, capacity_mb: int) -> None:
+    """Give ``llama`` a prompt cache: the KV state after each completed call is kept (LRU,
+    ``capacity_mb``), and a later prompt that shares a longer token prefix with a kept state
+    than with the context's current one starts from that state
+    (``llama_cpp.LlamaRAMCache``, consulted by ``Llama.create_completion``).
+
+    llama.cpp by itself reuses only the prefix shared with the *previous* call; sleuth
+    interleaves prompts (ReAct's loop turns with the generator's prompt, a guided run's
+    decomposition with the next run's generator), so each agent's static prefix (system
+    prompt, tool descriptions, the evidence of a repair round) was evaluated again.
+
+    ``Llama.save_state`` also copies the ``n_batch`` × vocabulary score matrix (311 MB for
+    Qwen2.5's 151,936 tokens, 0.66 s a call, held by every cached state), which nothing
+    reads when ``logits_all`` is off: a restored state replays its last token to refresh the
+    logits. The states kept here carry the KV data and the tokens only.
+    """
+    if capacity_mb <= 0:
+        return
+    ctypes = __import__("ctypes")
+    np = __import__("numpy")
+
+    def save_state() -> Any:
+        ctx = llama._ctx.ctx
+        size = int(llama_cpp.llama_state_get_size(ctx))
+        buffer = (ctypes.c_uint8 * size)()
+        used = int(llama_cpp.llama_state_get_data(ctx, buffer, size))
+        if used > size:
+            raise RuntimeError("llama.cpp wrote more state than it sized")
+        return llama_cpp.LlamaState(
+            input_ids=llama.input_ids.copy(),
+            scores=np.zeros((0, 0), dtype=np.single),
+            n_tokens=llama.n_tokens,
+            llama_state=bytes(memoryview(buffer)[:used]),
+            llama_state_size=used,
+            seed=llama._seed,
+        )
+
+    def load_state(state: Any) -> None:
+        data = (ctypes.c_uint8 * state.llama_state_size).from_buffer_copy(state.llama_state)
+        if llama_cpp.llama_state_set_data(llama._ctx.ctx, data, state.llama_state_size) != (
+            state.llama_state_size
+        ):
+            raise RuntimeError("llama.cpp did not take the cached prompt state")
+        llama.input_ids = state.input_ids.copy()
+        llama.n_tokens = state.n_tokens
+        llama._requires_eval = True  # the next decode refreshes the logits
+        llama._seed = state.seed
+
+    llama.save_state = save_state
+    llama.load_state = load_state
+    llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=capacity_mb << 20))
+
+
+def _count_reuse(llama: Any) -> None:
+    """Record, on ``llama.sleuth_reused``, how many tokens were already in the context when
+    a call's first decode began (the prefix kept from the previous call or restored from the
+    prompt cache); the caller sets it to ``None`` before the call."""
+    evaluate = llama.eval
+
+    def eval_and_count(tokens: Sequence[int]) -> None:
+        if llama.sleuth_reused is None:
+            llama.sleuth_reused = int(llama.n_tokens)
+        evaluate(tokens)
+
+    llama.sleuth_reused = None
+    llama.eval = eval_and_count
+
+
+def _load(
+    model_path: str, n_ctx: int, n_threads: int | None, prompt_cache_mb: int = PROMPT_CACHE_MB
+) -> tuple[Any, threading.Lock]:
     threads = n_threads or os.cpu_count() or 1
     key = (os.path.abspath(model_path), n_ctx, threads)
     with _CACHE_LOCK:
@@ -89,6 +171,8 @@ def _load(model_path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, thre
                 flash_attn=True,
                 verbose=False,
             )
+            _with_prompt_cache(llama_cpp, llama, prompt_cache_mb)
+            _count_reuse(llama)
             if not _CACHE:
                 atexit.register(close_models)
             entry = (llama, threading.Lock())
@@ -334,6 +418,8 @@ class LlamaCppChatModel(BaseChatModel):
         repeat_penalty: >1 discourages the loops small models fall into.
         timeout_s: wall-clock budget of one generation (prompt evaluation excluded); past it
             generation stops and the partial text is parsed (finish_reason ``"timeout"``).
+        prompt_cache_mb: RAM for earlier prompts' KV states (:func:`_with_prompt_cache`), 0
+            for none; read when the model is first loaded in the process.
 
     The loaded ``Llama`` is cached per (path, n_ctx, n_threads) and shared by all instances;
     calls on one cached model are serialised by a lock.
@@ -351,6 +437,7 @@ class LlamaCppChatModel(BaseChatModel):
     repeat_penalty: float = 1.1
     timeout_s: float | None = 120.0
     seed: int = 0
+    prompt_cache_mb: int = Field(default=PROMPT_CACHE_MB, ge=0)
 
     @property
     def _llm_type(self) -> str:
@@ -405,7 +492,7 @@ class LlamaCppChatModel(BaseChatModel):
         tool_choice: Any = None,
         **kwargs: Any,
     ) -> ChatResult:
-        llama, lock = _load(self.model_path, self.n_ctx, self.n_threads)
+        llama, lock = _load(self.model_path, self.n_ctx, self.n_threads, self.prompt_cache_mb)
         tools = list(tools or []) if tool_choice != "none" else []
         forced = _forced_tools(tools, tool_choice)
         tool_prompt = describe_tools(forced or tools, forced=forced is not None) if tools else None
@@ -433,6 +520,7 @@ class LlamaCppChatModel(BaseChatModel):
         budget = min(int(kwargs.get("max_tokens") or self.max_tokens), self.max_tokens)
         with lock:
             chat = self._fit_context(llama, chat)
+            llama.sleuth_reused = None
             raw, finish_reason, output_tokens = self._stream_text(
                 llama,
                 chat,
@@ -442,6 +530,8 @@ class LlamaCppChatModel(BaseChatModel):
                 max_tokens=budget,
             )
             input_tokens = max(int(getattr(llama, "n_tokens", 0)) - output_tokens, 0)
+            reused = getattr(llama, "sleuth_reused", None)
+            cached = min(input_tokens, input_tokens if reused is None else reused)
         if names:
             content, calls, invalid = parse_tool_reply(raw, names)
         else:
@@ -459,6 +549,9 @@ class LlamaCppChatModel(BaseChatModel):
                 "input_tokens": input_tokens,
                 "output_tokens": output_tokens,
                 "total_tokens": input_tokens + output_tokens,
+                # prompt tokens not evaluated again: kept from the previous call or restored
+                # from the prompt cache (:func:`_with_prompt_cache`)
+                "input_token_details": {"cache_read": cached},
             },
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
@@ -504,8 +597,10 @@ class LlamaCppChatModel(BaseChatModel):
                     pieces.append(delta)
                     chunks += 1
                 if choice.get("finish_reason"):
-                    finish_reason = choice["finish_reason"]
-                    break
+                    # read on to the stream's end: llama-cpp-python keeps the prompt's state
+                    # in the prompt cache only once its generator finishes
+                    finish_reason = finish_reason or choice["finish_reason"]
+                    continue
                 if deadline is not None and time.monotonic() > deadline:
                     finish_reason = "timeout"
                     break
@@ -516,4 +611,8 @@ class LlamaCppChatModel(BaseChatModel):
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+        if finish_reason == "tool_call" and getattr(llama, "cache", None) is not None:
+            # stopped before the stream's end: the state is kept here (the ReAct loop's turns
+            # share the system prompt, the tools and the history so far)
+            llama.cache[tuple(llama.input_ids[: llama.n_tokens].tolist())] = llama.save_state()
         return "".join(pieces), finish_reason, chunks

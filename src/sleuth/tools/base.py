@@ -85,14 +85,20 @@ class RunContext:
 
     def add_usage(self, usage: dict[str, int] | None, stage: str | None = None) -> None:
         """Add a model call's token counts (``input_tokens``, ``output_tokens``...), in total
-        and under ``stage`` (default: :attr:`stage`, else ``"other"``)."""
+        and under ``stage`` (default: :attr:`stage`, else ``"other"``). The prompt tokens
+        served from a cache (LangChain's ``input_token_details.cache_read``) count as
+        ``cached_input_tokens``."""
         if usage:
+            details = usage.get("input_token_details")
+            cached = details.get("cache_read") if isinstance(details, dict) else None
+            counts = {k: v for k, v in usage.items() if isinstance(v, int)}
+            if isinstance(cached, int):
+                counts["cached_input_tokens"] = cached
             with self._lock:
                 bucket = self.usage_by_stage.setdefault(stage or self.stage or "other", {})
-                for key, value in usage.items():
-                    if isinstance(value, int):
-                        self.usage[key] = self.usage.get(key, 0) + value
-                        bucket[key] = bucket.get(key, 0) + value
+                for key, value in counts.items():
+                    self.usage[key] = self.usage.get(key, 0) + value
+                    bucket[key] = bucket.get(key, 0) + value
 
     def track(self, chunks: Iterable[Chunk]) -> None:
         """Record chunks as retrieved in this run (thread-safe, de-duplicated)."""
