@@ -232,3 +232,40 @@ def test_a_rate_limited_request_says_so_in_the_trace_while_it_waits(
     wait_at = next(i for i, e in enumerate(events) if getattr(e, "content", "") == waits[0])
     assert wait_at < next(i for i, e in enumerate(events) if e.type == "tool_call")
     assert response.status == RunStatus.COMPLETED
+
+
+def test_qwen_15b_in_process_reads_the_generators_instructions_from_the_prompt_cache(
+    tmp_path: Path,
+) -> None:
+    """Two guided runs with another prompt between them (as ReAct's loop turns or a
+    decomposition come between two generator calls): the second run's generator does not
+    evaluate its instructions again — they come from the prompt cache, as the trace's
+    token counts show."""
+    pytest.importorskip("llama_cpp", reason='llama-cpp-python is not installed ("sleuth[local]")')
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from sleuth.errors import SleuthError
+
+    settings = Settings(llm="local", llm_timeout_s=180)
+    try:
+        with testing.block_model_requests(False):
+            model = make_chat_model(settings)
+    except SleuthError as exc:
+        pytest.skip(f"the local 1.5B model is not available: {exc}")
+    assert model is not None
+    service = make_service(tmp_path, reasoner=LLMReasoner(model, name="local"))
+    with testing.block_model_requests(False):
+        service.execute_agentic_search(
+            MURDER, "test", mode="guided", timeout_s=300, use_memory=False
+        )
+        model.invoke([SystemMessage("Reply with one word."), HumanMessage("Name a colour.")])
+        response = service.execute_agentic_search(
+            "What is the punishment for theft?",
+            "test",
+            mode="guided",
+            timeout_s=300,
+            use_memory=False,
+        )
+    generator = response.trace["token_usage_by_stage"]["generator"]
+    assert generator["input_tokens"] > 300
+    assert generator["cached_input_tokens"] >= 150  # the instructions (~190 tokens)
