@@ -41,6 +41,20 @@ def _reasoner(url: str, name: str) -> LLMReasoner:
     return LLMReasoner(model, name=settings.llm)
 
 
+def _local_model() -> Any:
+    """The in-process 1.5B model (``SLEUTH_LLM=local``); skips when it is not installed."""
+    pytest.importorskip("llama_cpp", reason='llama-cpp-python is not installed ("sleuth[local]")')
+    from sleuth.errors import SleuthError
+
+    try:
+        with testing.block_model_requests(False):
+            model = make_chat_model(Settings(llm="local", llm_timeout_s=180))
+    except SleuthError as exc:
+        pytest.skip(f"the local 1.5B model is not available: {exc}")
+    assert model is not None
+    return model
+
+
 def _assert_models_own_cited_answer(response: Any) -> None:
     assert response.status == RunStatus.COMPLETED, response.answer.answer_text
     assert response.tool_calls and response.tool_calls[0]["tool"] == "rag_search"
@@ -86,17 +100,7 @@ def test_qwen_15b_over_llama_server_react_run(tmp_path: Path, qwen15_server: str
 
 @pytest.mark.parametrize("mode", ["react", "guided"])
 def test_qwen_15b_in_process_answers_with_its_own_cited_answer(tmp_path: Path, mode: str) -> None:
-    pytest.importorskip("llama_cpp", reason='llama-cpp-python is not installed ("sleuth[local]")')
-    from sleuth.errors import SleuthError
-
-    settings = Settings(llm="local", llm_timeout_s=180)
-    try:
-        with testing.block_model_requests(False):
-            model = make_chat_model(settings)
-    except SleuthError as exc:
-        pytest.skip(f"the local 1.5B model is not available: {exc}")
-    assert model is not None
-    service = make_service(tmp_path, reasoner=LLMReasoner(model, name="local"))
+    service = make_service(tmp_path, reasoner=LLMReasoner(_local_model(), name="local"))
     with testing.block_model_requests(False):
         response = service.execute_agentic_search(
             MURDER, "test", mode=mode, timeout_s=300, use_memory=False
@@ -241,18 +245,9 @@ def test_qwen_15b_in_process_reads_the_generators_instructions_from_the_prompt_c
     decomposition come between two generator calls): the second run's generator does not
     evaluate its instructions again — they come from the prompt cache, as the trace's
     token counts show."""
-    pytest.importorskip("llama_cpp", reason='llama-cpp-python is not installed ("sleuth[local]")')
     from langchain_core.messages import HumanMessage, SystemMessage
 
-    from sleuth.errors import SleuthError
-
-    settings = Settings(llm="local", llm_timeout_s=180)
-    try:
-        with testing.block_model_requests(False):
-            model = make_chat_model(settings)
-    except SleuthError as exc:
-        pytest.skip(f"the local 1.5B model is not available: {exc}")
-    assert model is not None
+    model = _local_model()
     service = make_service(tmp_path, reasoner=LLMReasoner(model, name="local"))
     with testing.block_model_requests(False):
         service.execute_agentic_search(

@@ -16,6 +16,7 @@ are read by the LLM layer's normaliser (:mod:`sleuth.llm.toolcalls`) as well.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import json
 import os
 import re
@@ -25,6 +26,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import (
@@ -97,8 +99,6 @@ def _with_prompt_cache(llama_cpp: Any, llama: Any, capacity_mb: int) -> None:
     """
     if capacity_mb <= 0:
         return
-    ctypes = __import__("ctypes")
-    np = __import__("numpy")
 
     def save_state() -> Any:
         ctx = llama._ctx.ctx
@@ -109,7 +109,7 @@ def _with_prompt_cache(llama_cpp: Any, llama: Any, capacity_mb: int) -> None:
             raise RuntimeError("llama.cpp wrote more state than it sized")
         return llama_cpp.LlamaState(
             input_ids=llama.input_ids.copy(),
-            scores=np.zeros((0, 0), dtype=np.single),
+            scores=numpy.zeros((0, 0), dtype=numpy.single),
             n_tokens=llama.n_tokens,
             llama_state=bytes(memoryview(buffer)[:used]),
             llama_state_size=used,
