@@ -164,6 +164,20 @@ def _git(*args: str) -> str:
     return out.stdout.strip() or "n/a"
 
 
+def commit() -> str:
+    """The repository's HEAD commit, with ``+dirty`` when the tree has changes."""
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return head + ("+dirty" if dirty else "")
+
+
 def _version(module: str) -> str:
     try:
         from importlib.metadata import version

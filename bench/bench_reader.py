@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,6 +39,7 @@ from _common import (
     ACTS_3,
     REPO,
     bench_settings,
+    commit,
     data_dir,
     load_average,
     print_header,
@@ -70,20 +70,6 @@ KEEP = (
     "timings_ms",
     "tokens",
 )
-
-
-def commit() -> str:
-    """The repository's HEAD commit, with ``+dirty`` when the tree has changes."""
-    head = subprocess.run(
-        ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return head + ("+dirty" if dirty else "")
 
 
 def compact(record: dict[str, Any], kinds: dict[str, str]) -> dict[str, Any]:
