@@ -215,6 +215,7 @@ def main() -> None:
         [("split", args.split), ("reasoners", " ".join(args.reasoners))],
     )
     titles = section_titles()
+    rev = commit()
     with data_dir(args.data_dir, "sleuth-quality-") as ddir:
         for reasoner in args.reasoners:
             app = Sleuth(bench_settings(ddir).model_copy(update={"llm": reasoner}))
@@ -262,7 +263,7 @@ def main() -> None:
                 "sets": sets,
                 "modes": args.modes,
                 "limit": args.limit,
-                "commit": commit(),
+                "commit": rev,
                 "load_average_end": load_average(),
                 "wall_s": round(time.perf_counter() - started, 1),
             }

@@ -1,8 +1,10 @@
 """Tables from the committed per-question records in ``bench/results/``.
 
-Every number the README and bench/README report for the reader comes from here: this script
-reads each ``bench/results/reader-*.jsonl`` (first line: the run's metadata; then one record
-per question, written by ``bench/bench_reader.py``), aggregates it, and prints Markdown.
+Every number the README and bench/README report for the reader and for answer quality on the
+handed sets comes from here: this script reads each ``bench/results/reader-*.jsonl`` (written by
+``bench/bench_reader.py``), ``rerank-*``, ``verdict-*`` and ``quality-*.jsonl`` (written by
+``bench/bench_quality.py``) — first line: the run's metadata; then one record per question —
+aggregates them, and prints Markdown.
 With ``--write`` it replaces the block between ``<!-- reader-results:begin -->`` and
 ``<!-- reader-results:end -->`` in README.md (the ``test`` split) and bench/README.md (every
 split) — no hand-pasted numbers.
@@ -155,6 +157,78 @@ def verdict_table(files: Sequence[Path]) -> str:
     return "\n".join(lines) if len(lines) > 2 else "(no results)"
 
 
+QUALITY_MEASURES = (
+    "all_gold",
+    "hit@5",
+    "recall@10",
+    "contains",
+    "f1",
+    "cite_prec",
+    "gold_cited",
+    "declined",
+    "retrieved",
+)
+QUALITY_TARGETS = (
+    # (set, mode, group, measure, target, higher is better): issue 26's done-when
+    ("musique", "guided", "all", "all_gold", 0.75, True),
+    ("statutes", "guided", "untitled", "hit@5", 0.95, True),
+    ("statutes", "guided", "untitled", "gold_cited", 0.90, True),
+    ("statutes", "guided", "untitled", "cite_prec", 0.85, True),
+    ("out_of_corpus", "guided", "all", "declined", 0.90, True),
+    ("statutes", "guided", "all", "declined", 0.05, False),
+)
+
+
+def quality_rows(records: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, dict]]:
+    """``(set, mode, group, measures)`` per set, mode and group (and ``all``) of one
+    ``quality-*.jsonl`` file; measures are means over the records that have them."""
+    rows = []
+    for name in dict.fromkeys(r["set"] for r in records):
+        mine = [r for r in records if r["set"] == name]
+        for mode in dict.fromkeys(r["mode"] for r in mine):
+            group_rows = [r for r in mine if r["mode"] == mode]
+            groups = sorted({r["group"] for r in group_rows})
+            for group in [*groups, "all"] if len(groups) > 1 else ["all"]:
+                part = [r for r in group_rows if group in ("all", r["group"])]
+                values = {k: share(part, k) for k in QUALITY_MEASURES}
+                latencies = [r["latency_s"] for r in part if "latency_s" in r]
+                values["p50 s"] = statistics.median(latencies) if latencies else None
+                values["n"] = len(part)
+                rows.append((name, mode, group, values))
+    return rows
+
+
+def quality_table(files: Sequence[Path], split: str | None = None) -> str:
+    """Answer quality per set, mode and group from ``bench/results/quality-*.jsonl``
+    (written by bench_quality.py), with issue 26's targets checked below the table."""
+    head = ["split", "reasoner", "commit", "set", "run", "group", "n", *QUALITY_MEASURES]
+    lines = ["| " + " | ".join([*head, "p50 s"]) + " |", "|" + "---|" * (len(head) + 1)]
+    checks = []
+    for path in files:
+        meta, records = load(path)
+        if not records or (split is not None and meta.get("split") != split):
+            continue
+        fixed = [meta.get("split", "?"), meta.get("reasoner", "?"), f"`{meta.get('commit')}`"]
+        found = {}
+        for name, mode, group, values in quality_rows(records):
+            found[name, mode, group] = values
+            cells = [cell(values[k]) for k in ("n", *QUALITY_MEASURES, "p50 s")]
+            lines.append("| " + " | ".join([*fixed, name, mode, group, *cells]) + " |")
+        for name, mode, group, key, target, higher in QUALITY_TARGETS:
+            value = found.get((name, mode, group), {}).get(key)
+            if value is None or meta.get("reasoner") != "heuristic":
+                continue
+            met = value >= target if higher else value <= target
+            sign = "≥" if higher else "≤"
+            checks.append(
+                f"- {meta.get('split')}, {name} {mode} {group}: {key} {value:.3f} "
+                f"(target {sign} {target}) → {'met' if met else 'MISSED'}"
+            )
+    if len(lines) == 2:
+        return "(no results)"
+    return "\n".join(lines) + ("\n\n" + "\n".join(checks) if checks else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="update bench/README.md")
@@ -177,9 +251,24 @@ def main() -> None:
         "clause that answers, bounds not counted):\n\n"
     )
     tail = rerank_intro + reranked + verdict_intro + verdicts
+    quality_files = sorted(RESULTS.glob("quality-*.jsonl"))
+    quality_intro = (
+        "\n\nAnswer quality on the handed sets (`bench/bench_quality.py`, no LLM unless the "
+        "reasoner says; single-shot: one hybrid search, top 20; statutes `titled`: the "
+        "question holds its section's title; out of corpus: every Consumer Protection Act "
+        "question and 50 HotpotQA questions over BNS + BNSS + BSA, all to be declined):\n\n"
+    )
     blocks = {
-        READMES[0]: intro + reader_table(files, "test") + tail,
-        READMES[1]: intro + reader_table(files) + tail,
+        READMES[0]: intro
+        + reader_table(files, "test")
+        + tail
+        + quality_intro
+        + quality_table(quality_files, "test"),
+        READMES[1]: intro
+        + reader_table(files)
+        + tail
+        + quality_intro
+        + quality_table(quality_files),
     }
     print(blocks[READMES[1]])
     if args.write:
