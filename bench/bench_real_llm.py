@@ -50,7 +50,7 @@ DATASETS = ("hotpotqa", "musique", "statutes")
 def naive_records(app: Any, dataset: Any, collection: str, questions: list[Any]) -> list[dict]:
     """One search, one generation, the same checks: the same-run baseline."""
     from sleuth.agents.finish import finish_answer
-    from sleuth.agents.guided.agents import evidence_section, generate_draft
+    from sleuth.agents.generation import evidence_section, generate_draft
     from sleuth.agents.heuristic import compose_answer
     from sleuth.agents.support import SupportChecker
     from sleuth.tools.base import RunContext

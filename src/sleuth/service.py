@@ -26,9 +26,9 @@ from sleuth.agents.events import (
     ObserveEvent,
 )
 from sleuth.agents.guided import GuidedRuntime
-from sleuth.agents.guided.agents import is_multi_part
 from sleuth.agents.heuristic import HeuristicReasoner
 from sleuth.agents.planning import PlanningAgent
+from sleuth.agents.question import is_multi_part
 from sleuth.agents.react import RunRuntime, build_react_graph
 from sleuth.agents.reasoner import Reasoner
 from sleuth.agents.safety import masked

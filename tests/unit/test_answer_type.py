@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from sleuth.agents.finish import answer_type, fits_type, shape_problem
-from sleuth.agents.guided.agents import EvidenceSection, explain_from_evidence
+from sleuth.agents.generation import EvidenceSection, explain_from_evidence
 from sleuth.llm.testing import ScriptedChatModel
 from tests.unit.test_guided import run_guided
 from tests.unit.test_mentions import _corpus_app
@@ -176,7 +176,7 @@ def test_a_sentence_given_as_the_short_answer_is_kept_as_a_claim_with_its_number
     # a whole sentence in "Answer:" is a claim for the support check, not an entity whose
     # every word ("ancient", "still", "played") a section must hold
     from sleuth.agents.answer import AnswerDraft
-    from sleuth.agents.guided.agents import explained_draft
+    from sleuth.agents.generation import explained_draft
 
     draft = AnswerDraft(
         answer_text="[2]",

@@ -16,29 +16,27 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.events import EventEmitter
+from sleuth.agents.generation import EvidenceSection, generate_draft
 from sleuth.agents.guided import GuidedResult, GuidedRuntime
 from sleuth.agents.guided.agents import (
-    EvidenceSection,
     approx_tokens,
     compress_evidence,
     decompose_question,
     evaluate_evidence,
-    generate_draft,
     heuristic_compression,
     heuristic_decomposition,
     heuristic_plan,
     heuristic_refinement,
     heuristic_route,
     heuristic_verdict,
-    is_multi_part,
     parse_intent,
     plan_question,
     refine_query,
-    split_question,
 )
 from sleuth.agents.guided.schemas import CragVerdict, Plan
-from sleuth.agents.guided.structured import call_structured
+from sleuth.agents.question import is_multi_part, split_question
 from sleuth.agents.state import RunStatus
+from sleuth.agents.structured import call_structured
 from sleuth.app import Sleuth
 from sleuth.llm.testing import ScriptedChatModel, final, tool_call
 from sleuth.retrieval.text import key_phrase, novel_query, sentences, terms
@@ -757,7 +755,7 @@ def test_a_direct_reply_made_of_content_parts_shows_only_its_text(app: Sleuth) -
 
 
 def test_are_x_and_y_both_questions_split_into_well_formed_parts() -> None:
-    from sleuth.agents.guided.agents import split_question
+    from sleuth.agents.question import split_question
 
     parts, _ = split_question("Are Christopher Nolan and Sathish Kalathil both film directors?")
     assert parts == [

@@ -314,7 +314,7 @@ def test_split_is_a_stable_half_by_id() -> None:
 
 
 def test_a_preamble_of_statements_is_context_not_a_part() -> None:
-    from sleuth.agents.guided.agents import asked, is_multi_part, split_question
+    from sleuth.agents.question import asked, is_multi_part, split_question
 
     story = (
         "I found a lost kite in the park and kept it without looking for its owner. "
@@ -330,7 +330,7 @@ def test_a_preamble_of_statements_is_context_not_a_part() -> None:
 def test_a_short_form_reply_stopped_by_its_budget_keeps_whole_sentences() -> None:
     from langchain_core.messages import AIMessage
 
-    from sleuth.agents.guided.agents import read_answer_reply
+    from sleuth.agents.generation import read_answer_reply
 
     def fallback() -> AnswerDraft:
         return AnswerDraft(answer_text="extractive", is_insufficient_context=True)
@@ -385,7 +385,7 @@ def test_a_verdict_given_with_its_reason_is_split_into_verdict_and_claim() -> No
 
 
 def test_a_long_section_is_focused_on_the_sentences_that_answer() -> None:
-    from sleuth.agents.guided.agents import EvidenceSection, focused_evidence
+    from sleuth.agents.generation import EvidenceSection, focused_evidence
 
     filler = " ".join(
         f"({n}) A harbour master keeps register number {n} open." for n in range(2, 40)
@@ -502,7 +502,7 @@ def test_a_short_answer_is_cut_to_what_the_question_asks(
 
 
 def test_a_two_fact_short_answer_is_explained_from_two_sections_in_words_or_digits() -> None:
-    from sleuth.agents.guided.agents import EvidenceSection, explain_from_evidence
+    from sleuth.agents.generation import EvidenceSection, explain_from_evidence
 
     evidence = [
         EvidenceSection(

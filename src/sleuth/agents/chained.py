@@ -36,13 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sleuth.agents.answer import AnswerDraft
-from sleuth.agents.guided.agents import (
-    EvidenceSection,
-    StructuredResult,
-    UsageSink,
-    generate_draft,
-    split_question,
-)
+from sleuth.agents.generation import EvidenceSection, UsageSink, generate_draft
+from sleuth.agents.question import split_question
+from sleuth.agents.structured import StructuredResult
 from sleuth.ingest.references import extract_references
 from sleuth.retrieval.text import named_phrases, terms
 

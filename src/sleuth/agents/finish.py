@@ -16,8 +16,8 @@ from sleuth.agents.citations import (
     validate_citations,
 )
 from sleuth.agents.comparison import check_yes_no
-from sleuth.agents.guided.agents import is_multi_part
 from sleuth.agents.heuristic import compose_answer
+from sleuth.agents.question import is_multi_part
 from sleuth.agents.quotes import answering_quotes, sentence_passages, with_quotes
 from sleuth.agents.reader import SHORT_ANSWER_WORDS, answer_kind, complete_sentences
 from sleuth.agents.scope import decline, not_held, unseen_identifiers

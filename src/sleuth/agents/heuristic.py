@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 
 from sleuth.agents.answer import AnswerDraft
-from sleuth.agents.guided.agents import split_question
 from sleuth.agents.multihop import run_hop_starts
+from sleuth.agents.question import split_question
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.safety import quotable_sentences
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest

@@ -28,7 +28,7 @@ from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.chained import HOP_SECTIONS, Hop, chained_draft, next_question, read_hop
 from sleuth.agents.citations import clean_answer_text
 from sleuth.agents.drafting import draft_from_text
-from sleuth.agents.guided.agents import evidence_section, generate_draft
+from sleuth.agents.generation import evidence_section, generate_draft
 from sleuth.agents.heuristic import compose_answer, rank_sections, with_bridges
 from sleuth.agents.multihop import run_hop_starts
 from sleuth.agents.reasoner import Decision

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from sleuth.agents.guided.agents import missing_words, split_question
-from sleuth.agents.guided.structured import StructuredResult, call_structured
+from sleuth.agents.question import missing_words, split_question
+from sleuth.agents.structured import StructuredResult, call_structured
 from sleuth.ingest.references import extract_references
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.text import key_phrase, novel_query, terms

@@ -18,8 +18,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.citations import validate_citations
-from sleuth.agents.guided.agents import question_terms, split_question
-from sleuth.agents.guided.structured import StructuredResult, call_structured
+from sleuth.agents.question import question_terms, split_question
+from sleuth.agents.structured import StructuredResult, call_structured
 from sleuth.agents.support import SupportChecker
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.search import join_parts

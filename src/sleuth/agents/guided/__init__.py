@@ -10,7 +10,7 @@ Public API::
 
 See :mod:`sleuth.agents.guided.runtime` for the graph, :mod:`sleuth.agents.guided.agents`
 for the agents and their heuristic fallbacks, :mod:`sleuth.agents.guided.schemas` for their
-typed outputs and :mod:`sleuth.agents.guided.structured` for the structured-output bridge.
+typed outputs and :mod:`sleuth.agents.structured` for the structured-output bridge.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from sleuth.agents.guided.schemas import (
     Plan,
     Refinement,
 )
-from sleuth.agents.guided.structured import StructuredResult, call_structured
+from sleuth.agents.structured import StructuredResult, call_structured
 
 if TYPE_CHECKING:
     from sleuth.agents.guided.runtime import GuidedResult, GuidedRuntime, build_guided_graph

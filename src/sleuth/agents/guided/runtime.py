@@ -70,37 +70,39 @@ from sleuth.agents.events import (
     ToolResultEvent,
 )
 from sleuth.agents.finish import RECITE_THRESHOLD, finish_answer, sections_relevance
-from sleuth.agents.guided.agents import (
+from sleuth.agents.generation import (
     GENERATION_SECTIONS,
     EvidenceSection,
-    approx_tokens,
-    compress_evidence,
-    decompose_question,
-    evaluate_evidence,
     evidence_section,
     explained_draft,
     focused_evidence,
     generate_draft,
     generation_messages,
+    read_answer_reply,
+)
+from sleuth.agents.guided.agents import (
+    approx_tokens,
+    compress_evidence,
+    decompose_question,
+    evaluate_evidence,
     heuristic_compression,
     heuristic_plan,
     heuristic_route,
     heuristic_verdict,
-    in_context,
     parse_intent,
     plan_question,
     planner_needed,
-    read_answer_reply,
     refine_query,
     top_k_for,
 )
 from sleuth.agents.guided.schemas import CragVerdict, IntentParse, Plan, Verdict
-from sleuth.agents.guided.structured import StructuredResult
 from sleuth.agents.heuristic import compose_answer, compose_parts, rank_sections, with_bridges
 from sleuth.agents.multihop import MAX_DEPTH, hop_starts
+from sleuth.agents.question import in_context
 from sleuth.agents.quotes import answering_quotes, quoted_draft
 from sleuth.agents.reader import answer_kind
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
+from sleuth.agents.structured import StructuredResult
 from sleuth.agents.support import SupportChecker
 from sleuth.errors import ConfigError, ContextWindowExceeded, ToolError
 from sleuth.llm import calls

@@ -6,7 +6,7 @@ CRAG evaluator a :class:`CragVerdict`, the refinement agent a :class:`Refinement
 decomposition agent a :class:`Decomposition`, the compression agent a :class:`Compression`.
 
 The model validators below are the *output validators*: a model output that breaks them is
-sent back to the model with the error (see :func:`sleuth.agents.guided.structured.call_structured`)
+sent back to the model with the error (see :func:`sleuth.agents.structured.call_structured`)
 and, after the retries, replaced by the agent's heuristic fallback.
 """
 
