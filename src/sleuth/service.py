@@ -28,11 +28,10 @@ from sleuth.agents.events import (
 from sleuth.agents.guided import GuidedRuntime
 from sleuth.agents.heuristic import HeuristicReasoner
 from sleuth.agents.planning import PlanningAgent
-from sleuth.agents.question import is_multi_part
+from sleuth.agents.profile import QuestionProfile, analyse_question
 from sleuth.agents.react import RunRuntime, build_react_graph
 from sleuth.agents.reasoner import Reasoner
 from sleuth.agents.safety import masked
-from sleuth.agents.scope import named_documents
 from sleuth.agents.state import AgentState, AgentStep, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.config import Settings
@@ -261,7 +260,8 @@ class AgentService:
             user_id=user_id,
             scorer=self.kb.cross_encoder if self.kb.reranking else None,
         )
-        if named_documents(query):  # the answer must come from the document it names
+        ctx.profile = analyse_question(query.strip())
+        if ctx.profile.named_documents:  # the answer must come from the document it names
             ctx.documents = [
                 d.title or d.doc_id
                 for d in self.kb.catalog.list_documents(collection)
@@ -318,6 +318,7 @@ class AgentService:
             context_tokens=limits.context_tokens,
             prompt_trims=list(limits.trims),
             deadline_cut_model_call=limits.cut,
+            question_profile=ctx.profile.to_dict(),
         )
         if use_mcp and self.mcp is not None:  # servers, their tools, unreachable ones
             trace["mcp"] = self.mcp.status()
@@ -367,8 +368,8 @@ class AgentService:
             deadline=deadline,
             checker=checks.checker,
             strict_grounding=checks.strict_grounding,
-            planner=PlanningAgent(model if _use_model(s.planner, question) else None),
-            critic_model=model if _use_model(s.reflection, question) else None,
+            planner=PlanningAgent(model if _use_model(s.planner, ctx.profile) else None),
+            critic_model=model if _use_model(s.reflection, ctx.profile) else None,
             reflection=s.reflection != "off",
             recalled=recalled,
         )
@@ -396,7 +397,7 @@ class AgentService:
         outcome.error = outcome.error or runtime.error
         trace.update(
             planner_runtime="llm"
-            if model is not None and _use_model(s.planner, question)
+            if model is not None and _use_model(s.planner, ctx.profile)
             else "heuristic",
             planner_run_id=uuid.uuid4().hex,
             planner_path=list(runtime.path),
@@ -510,11 +511,10 @@ class AgentService:
             response.trace["store_error"] = f"{type(exc).__name__}: {exc}"
 
 
-def _use_model(policy: str, question: str) -> bool:
+def _use_model(policy: str, profile: QuestionProfile) -> bool:
     """Whether a ReAct agent set to ``policy`` (``llm``, ``auto``, ``heuristic``, ``off``)
-    asks the model for ``question``: ``auto`` only when the question asks several things
-    (:func:`~sleuth.agents.guided.agents.is_multi_part`), where a plan or a critique can
-    change what is searched."""
+    asks the model for the question ``profile`` reads: ``auto`` only when it asks several
+    things (``multi_part``), where a plan or a critique can change what is searched."""
     if policy == "llm":
         return True
-    return policy == "auto" and is_multi_part(question)
+    return policy == "auto" and profile.multi_part

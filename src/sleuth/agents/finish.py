@@ -17,9 +17,10 @@ from sleuth.agents.citations import (
 )
 from sleuth.agents.comparison import check_yes_no
 from sleuth.agents.heuristic import compose_answer
+from sleuth.agents.profile import profile_of
 from sleuth.agents.question import is_multi_part
 from sleuth.agents.quotes import answering_quotes, sentence_passages, with_quotes
-from sleuth.agents.reader import SHORT_ANSWER_WORDS, answer_kind, complete_sentences
+from sleuth.agents.reader import SHORT_ANSWER_WORDS, AnswerKind, answer_kind, complete_sentences
 from sleuth.agents.scope import decline, not_held, unseen_identifiers
 from sleuth.agents.state import RunStatus
 from sleuth.agents.support import SupportChecker
@@ -200,13 +201,14 @@ def split_short_answer(draft: AnswerDraft) -> tuple[str | None, AnswerDraft]:
     return first, draft.model_copy(update={"answer_text": rest})
 
 
-def answer_type(question: str) -> AnswerType | None:
+def answer_type(question: str, kind: AnswerKind | None = None) -> AnswerType | None:
     """The shape a factoid question's short answer must have, when its wording says so:
     ``yes/no`` (:func:`~sleuth.agents.reader.answer_kind`: "Are A and B both …?", "A has an
     OBE. Does B have one?"),
     ``year`` ("in what year"), ``date`` ("when …"), ``number`` ("how many", "population");
-    else None (who, which, what …: any entity)."""
-    if answer_kind(question) == "yes_no":
+    else None (who, which, what …: any entity). ``kind``: the question's answer kind when
+    already read (the run's :class:`~sleuth.agents.profile.QuestionProfile`)."""
+    if (kind or answer_kind(question)) == "yes_no":
         return "yes/no"
     if _YEAR_Q.search(question):
         return "year"
@@ -228,11 +230,12 @@ _OR = re.compile(r"\s+or\s+", re.I)
 _NAME = re.compile(r"[A-Z][\w'’.-]*")
 
 
-def trimmed_short_answer(question: str, short: str) -> str:
+def trimmed_short_answer(question: str, short: str, multi_part: bool | None = None) -> str:
     """A short answer cut to what the question asks for:
 
     - a year, date or number question (:func:`answer_type`) that asks one thing
-      (:func:`~sleuth.agents.guided.agents.is_multi_part`) answered with a list of parts
+      (:func:`~sleuth.agents.question.is_multi_part`, or ``multi_part`` when already read)
+      answered with a list of parts
       ("8 June 1951, Bonnie Tyler, Diamond Cut") keeps its first part of that shape;
     - a question offering a choice ("Which is larger, the Pterocarya or the Cotula?")
       answered with one option in a sentence ("The Pterocarya is larger") keeps the option's
@@ -242,7 +245,8 @@ def trimmed_short_answer(question: str, short: str) -> str:
     Any other short answer is returned as it is."""
     kind = answer_type(question)
     if kind in ("year", "date", "number"):
-        if is_multi_part(question):  # "how long the first time, and after?": two answers
+        if is_multi_part(question) if multi_part is None else multi_part:
+            # "how long the first time, and after?": two answers
             return short
         parts = [p for p in _PARTS.split(short) if p]
         if len(parts) > 1:
@@ -416,9 +420,11 @@ def finish_answer(
             source="replaced" if from_model else "extractive",
         )
 
+    profile = profile_of(question, ctx)
+    kind = profile.answer_kind
     if ctx.documents is not None:
         sections = [c[0].title_path[-1] for c in ctx.retrieved.values() if c]
-        missing = not_held(question, ctx.documents, sections)
+        missing = not_held(question, ctx.documents, sections, profile.named_documents)
         if missing:
             return declined(decline(missing, ctx.documents), OUT_OF_SCOPE)
     unseen = unseen_identifiers(
@@ -547,7 +553,9 @@ def finish_answer(
             short = None
         report.answer = answer
     if short:
-        short = trimmed_short_answer(question, readable_short_answer(short, ctx))
+        short = trimmed_short_answer(
+            question, readable_short_answer(short, ctx), profile.multi_part
+        )
     if (
         short
         and not answer.is_insufficient_context
@@ -570,9 +578,9 @@ def finish_answer(
         replaced = EXTRACTIVE if instead else replaced
         short = None
     checked = None
-    if short and short.lower() in ("yes", "no") and answer_type(question) == "yes/no":
+    if short and short.lower() in ("yes", "no") and answer_type(question, kind) == "yes/no":
         short, checked = _checked_yes_no(question, short, ctx)
-    if checked is None and not answer.is_insufficient_context and answer_kind(question) == "yes_no":
+    if checked is None and not answer.is_insufficient_context and kind == "yes_no":
         answer, short, checked = _rule_checked(question, answer, short, ctx, checker)
     if short and not answer.is_insufficient_context:
         if not _short_supported(question, short, answer, ctx):

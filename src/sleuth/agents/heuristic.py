@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.multihop import run_hop_starts
-from sleuth.agents.question import split_question
+from sleuth.agents.profile import profile_of
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.safety import quotable_sentences
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
@@ -599,7 +599,7 @@ class HeuristicReasoner:
                 step,
                 [("rag_search", {"query": query.strip(), "top_k": 5})],
             )
-        draft = compose_parts(question, split_question(question)[0], ctx)
+        draft = compose_parts(question, list(profile_of(question, ctx).parts), ctx)
         verdict = "enough to answer" if not draft.is_insufficient_context else "not enough"
         return Decision(
             thought=f"The evidence covers {covered:.0%} of the question's key terms: "
@@ -609,7 +609,7 @@ class HeuristicReasoner:
 
     def conclude(self, state: AgentState, ctx: RunContext, reason: RunStatus) -> AnswerDraft:
         question = state.original_query
-        return compose_parts(question, split_question(question)[0], ctx)
+        return compose_parts(question, list(profile_of(question, ctx).parts), ctx)
 
     @staticmethod
     def _call(thought: str, step: int, calls: list[tuple[str, dict]]) -> Decision:

@@ -56,7 +56,12 @@ def _distinctive(title: str) -> set[str]:
     return {t for t in terms(title) if t not in _GENERIC and not t.isdigit()}
 
 
-def not_held(question: str, titles: Sequence[str], section_titles: Sequence[str] = ()) -> list[str]:
+def not_held(
+    question: str,
+    titles: Sequence[str],
+    section_titles: Sequence[str] = (),
+    named: Sequence[str] | None = None,
+) -> list[str]:
     """The documents ``question`` names that none of ``titles`` is: a title holds a named
     document when one's distinctive words (not "the", "act", a year) are all in the other
     ("the Bharatiya Nyaya Sanhita" and "The Bharatiya Nyaya Sanhita, 2023"; a sentence's
@@ -66,8 +71,9 @@ def not_held(question: str, titles: Sequence[str], section_titles: Sequence[str]
     aside) being the name's; not when it merely mentions it ("Non-appearance … under section
     84 of Bharatiya Nagarik Suraksha Sanhita, 2023", a section of another act). Empty when
     the question names none, or names at least one the collection holds (a question
-    comparing a held act with another is answered)."""
-    named = named_documents(question)
+    comparing a held act with another is answered). ``named``: the documents the question
+    names when already known (the run's profile), else read from it."""
+    named = named_documents(question) if named is None else list(named)
     if not named:
         return []
     held = [d for d in (_distinctive(t) for t in titles) if d]

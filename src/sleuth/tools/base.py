@@ -73,6 +73,9 @@ class RunContext:
     external_tools: set[str] = field(default_factory=set)
     """Tools outside the knowledge base (MCP) the run called: their results are evidence
     no section can cite, so an answer's uncited sentences are then kept (listed)."""
+    profile: Any = None
+    """The run's question read once (:class:`~sleuth.agents.profile.QuestionProfile`: named
+    documents, parts, answer kind, hop plan), set by the service when the run starts."""
     documents: list[str] | None = None
     """Titles of the collection's documents, loaded when the question names a document (an
     act, a code…): the final answer checks the collection holds it (:mod:`sleuth.agents.scope`)."""

@@ -58,7 +58,6 @@ from sleuth.agents.chained import (
     answer_in_hops,
     chained_draft,
     read_hop,
-    split_compositional,
 )
 from sleuth.agents.citations import RemovedCitation, clean_answer_text
 from sleuth.agents.events import (
@@ -98,9 +97,9 @@ from sleuth.agents.guided.agents import (
 from sleuth.agents.guided.schemas import CragVerdict, IntentParse, Plan, Verdict
 from sleuth.agents.heuristic import compose_answer, compose_parts, rank_sections, with_bridges
 from sleuth.agents.multihop import MAX_DEPTH, hop_starts
+from sleuth.agents.profile import profile_of
 from sleuth.agents.question import in_context
 from sleuth.agents.quotes import answering_quotes, quoted_draft
-from sleuth.agents.reader import answer_kind
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.structured import StructuredResult
 from sleuth.agents.support import SupportChecker
@@ -1111,7 +1110,7 @@ def _chained(rt: _Run, state: GuidedState) -> AnswerDraft | None:
     sub-question searched (``rag_search``, :data:`HOP_SECTIONS`) and read by the generator,
     its answer filling the next; ``None`` (the whole-question generator runs) when the
     question is not compositional, is one of several parts, or a hop finds no answer."""
-    if len(state.targets) > 1 or split_compositional(state.question) is None:
+    if len(state.targets) > 1 or profile_of(state.question, rt.ctx).hop is None:
         return None
     assert rt.model is not None
     model = rt.model
@@ -1234,7 +1233,9 @@ def _repair(rt: _Run) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
         finally:
             rt.timed("repair", started)
         rt.usage_for("repair")(dict(getattr(reply, "usage_metadata", None) or {}))
-        result = read_answer_reply(reply, lambda: draft, long_form=answer_kind(question) != "fact")
+        result = read_answer_reply(
+            reply, lambda: draft, long_form=profile_of(question, rt.ctx).answer_kind != "fact"
+        )
         return explained_draft(question, result.value, evidence) if result.from_model else None
 
     return run
