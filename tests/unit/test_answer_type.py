@@ -19,18 +19,18 @@ DATED = "Facts: Big Stone Gap is a 2014 film [Big_Stone_Gap_film].\nAnswer: 2014
 @pytest.mark.parametrize(
     ("question", "kind"),
     [
-        ("Are Medici and Senet both board games?", "yes/no"),
-        ("Does the director Puneet Sira also have one?", "yes/no"),
-        ("The director A has an OBE. Does the director B also have one?", "yes/no"),
+        ("Are Quillmark and Dorrowind both card games?", "yes/no"),
+        ("Does the architect Tomas Brell also have one?", "yes/no"),
+        ("The painter A has a knighthood. Does the painter B also have one?", "yes/no"),
         ("Is St. Louis in Missouri?", "yes/no"),
         ("Mr. Smith is here. Who is he?", None),
         ("Is Nantong or Jingdezhen larger?", None),  # a choice: an entity
-        ("Do Lafzon Ki Kahani is a remake of a film released in which year?", "year"),
+        ("Lantern Road is a remake of a film released in which year?", "year"),
         ("In what year was the man born?", "year"),
         ("When was the Welsh singer born?", "date"),
         ("How many times was he selected for the all-star game?", "number"),
-        ("At the 2011 census, what was the population of the city?", "number"),
-        ("Who directed the film in which Jung Joon-young made his debut?", None),
+        ("At the 1990 census, what was the population of the harbour town?", "number"),
+        ("Who produced the album on which Lena Osk made her debut?", None),
     ],
 )
 def test_the_question_says_what_shape_its_short_answer_has(question: str, kind: str) -> None:
@@ -110,11 +110,11 @@ def test_an_answer_that_repeats_the_question_gets_one_repair_round(tmp_path) -> 
 @pytest.mark.parametrize(
     ("question", "short", "problem"),
     [
-        ("Under what name did the founder of Porcupine Tree record?", "Porcupine Tree", True),
-        ("Which singer is American, Mark King or Nick Hexum?", "Nick Hexum", False),
-        ("Between Iain Banks and Irwin Shaw, which writer was older?", "Irwin Shaw", False),
-        ("Who directed the film in which Jung Joon-young debuted?", "Park Jin-pyo", False),
-        ("Who directed the film in which Jung Joon-young debuted?", "No", True),
+        ("Under what name did the founder of Glass Heron record?", "Glass Heron", True),
+        ("Which poet is Canadian, Ada Pell or Roan Vesk?", "Roan Vesk", False),
+        ("Between Orla Fenn and Ivo Stace, which writer was older?", "Ivo Stace", False),
+        ("Who produced the album on which Lena Osk debuted?", "Mira Taal", False),
+        ("Who produced the album on which Lena Osk debuted?", "No", True),
     ],
 )
 def test_shape_problems(question: str, short: str, problem: bool) -> None:
@@ -143,52 +143,54 @@ def test_a_short_answer_of_the_right_shape_is_not_asked_again(tmp_path) -> None:
     assert result.trace["repair_rounds"] == 0
 
 
-BOARD_GAMES = [
+CARD_GAMES = [
     EvidenceSection(
-        "Medici_game", "Medici (board game)", "Medici is a board game by Reiner Knizia.", 1
+        "Quillmark_game", "Quillmark (card game)", "Quillmark is a card game by Ilse Varn.", 1
     ),
-    EvidenceSection("Senet", "Senet", "Senet is a board game from ancient Egypt.", 2),
+    EvidenceSection("Dorrowind", "Dorrowind", "Dorrowind is a card game from old Kesh.", 2),
 ]
 
 
 def test_a_yes_backed_by_numbers_is_explained_from_the_cited_sections() -> None:
     # "yes" is in no section; the cited sections, read by the question's terms, explain it
     text = explain_from_evidence(
-        "Are Medici and Senet both board games?", "Yes", ["1", "2"], BOARD_GAMES
+        "Are Quillmark and Dorrowind both card games?", "Yes", ["1", "2"], CARD_GAMES
     )
     assert text == (
-        "Medici is a board game by Reiner Knizia [1]. Senet is a board game from ancient Egypt [2]."
+        "Quillmark is a card game by Ilse Varn [1]. Dorrowind is a card game from old Kesh [2]."
     )
 
 
 def test_an_option_of_the_question_is_explained_without_numbers() -> None:
-    # the answer's words all come from the question ("Senet or Medici"): the sections that
-    # share most of the question's terms explain the pick
-    text = explain_from_evidence("Which is older, Senet or Medici?", "Senet", [], BOARD_GAMES)
-    assert "[2]" in text and "ancient Egypt" in text
+    # the answer's words all come from the question ("Dorrowind or Quillmark"): the sections
+    # that share most of the question's terms explain the pick
+    text = explain_from_evidence(
+        "Which is older, Dorrowind or Quillmark?", "Dorrowind", [], CARD_GAMES
+    )
+    assert "[2]" in text and "old Kesh" in text
 
 
 def test_an_answer_from_memory_is_still_not_explained() -> None:
-    assert explain_from_evidence("Who designed Medici?", "Uwe Rosenberg", ["1"], BOARD_GAMES) == ""
+    assert explain_from_evidence("Who designed Quillmark?", "Aron Belt", ["1"], CARD_GAMES) == ""
 
 
 def test_a_sentence_given_as_the_short_answer_is_kept_as_a_claim_with_its_numbers() -> None:
     # a whole sentence in "Answer:" is a claim for the support check, not an entity whose
-    # every word ("ancient", "still", "played") a section must hold
+    # every word ("very", "still", "played") a section must hold
     from sleuth.agents.answer import AnswerDraft
     from sleuth.agents.generation import explained_draft
 
     draft = AnswerDraft(
         answer_text="[2]",
-        short_answer="Yes, Senet is a very old board game that is still played in Egypt today",
+        short_answer="Yes, Dorrowind is a very old card game that is still played in Kesh today",
         citations=["2"],
     )
-    out = explained_draft("Is Senet a board game?", draft, BOARD_GAMES)
+    out = explained_draft("Is Dorrowind a card game?", draft, CARD_GAMES)
     assert not out.is_insufficient_context
     assert out.short_answer == ""
     assert out.answer_text == (
-        "Yes, Senet is a very old board game that is still played in Egypt today [2]."
+        "Yes, Dorrowind is a very old card game that is still played in Kesh today [2]."
     )
     # a short answer (an entity) is still held to the words of the evidence
-    short = AnswerDraft(answer_text="[1]", short_answer="Uwe Rosenberg", citations=["1"])
-    assert explained_draft("Who designed Medici?", short, BOARD_GAMES).is_insufficient_context
+    short = AnswerDraft(answer_text="[1]", short_answer="Aron Belt", citations=["1"])
+    assert explained_draft("Who designed Quillmark?", short, CARD_GAMES).is_insufficient_context

@@ -130,8 +130,8 @@ def test_musique_loader_reads_hops_aliases_and_gold_ids(tmp_path):
     (folder / "musique_corpus.json").write_text(
         json.dumps(
             [
-                {"id": "mq0000", "title": "Bubye River", "text": "A river in Zimbabwe."},
-                {"id": "mq0001", "title": "Zimbabwe", "text": "Home of Victoria Falls."},
+                {"id": "mq0000", "title": "Tarn River", "text": "A river in Ostland."},
+                {"id": "mq0001", "title": "Ostland", "text": "Home of Lake Veyra."},
             ]
         )
     )
@@ -140,9 +140,9 @@ def test_musique_loader_reads_hops_aliases_and_gold_ids(tmp_path):
             [
                 {
                     "id": "2hop__1_2",
-                    "question": "What waterfall is in the country of the Bubye River?",
-                    "answer": "Victoria Falls",
-                    "answer_aliases": ["Mosi-oa-Tunya"],
+                    "question": "Which lake is in the country of the Tarn River?",
+                    "answer": "Lake Veyra",
+                    "answer_aliases": ["Veyra Water"],
                     "gold_source_ids": ["mq0000", "mq0001"],
                 }
             ]
@@ -152,7 +152,7 @@ def test_musique_loader_reads_hops_aliases_and_gold_ids(tmp_path):
     (q,) = dataset.questions
     assert (q.type, q.answers, q.gold_source_ids) == (
         "2hop",
-        ("Victoria Falls", "Mosi-oa-Tunya"),
+        ("Lake Veyra", "Veyra Water"),
         ("mq0000", "mq0001"),
     )
     assert dataset.corpus == (folder / "musique_corpus.json",)

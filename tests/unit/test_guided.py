@@ -351,26 +351,26 @@ def test_heuristic_refinement_is_driven_by_the_gap_hint() -> None:
     assert not novel_query(again.refined_query, ["punishment arson"])
 
 
-STAFFORD = (
-    "Name the mother of Edward Stafford, 4th Baron Stafford, who was the daughter of Edward "
-    "Stanley, 3rd Earl of Derby?"
+BARON = (
+    "Name the father of Oswin Tarrant, 2nd Baron Hale, who was the son of Piers Lorne, 5th Earl "
+    "of Marrow?"
 )
-DANISH = "Which Danish heavy metal band from Copenhagen released an album of demo tracks?"
+FOLK = "Which Norwegian folk band from Bergen released an album of live tracks?"
 
 
 @pytest.mark.parametrize(
     ("question", "gap", "expected", "novel"),
     [
         # the gap joins the name it is said of: a new, focused search
-        (DANISH, "compilation album", "Copenhagen compilation album", True),
-        ("Who founded the company that makes the Rio?", "the founder", "Rio the founder", True),
+        (FOLK, "compilation album", "Bergen compilation album", True),
+        ("Who founded the firm that makes the Vexa?", "the founder", "Vexa the founder", True),
         # every candidate is a bare word or a part of the first search: nothing new to find
-        (DANISH, "demo", "Copenhagen demo", False),
-        (STAFFORD, "mother", "Edward Stafford mother", False),
+        (FOLK, "live", "Bergen live", False),
+        (BARON, "father", "Oswin Tarrant father", False),
         (
-            "When was the Welsh singer born whose third album is Diamond Cut?",
-            "what's third album singer",
-            "Welsh what's third album singer",
+            "When was the Irish poet born whose second collection is Salt Rain?",
+            "what's second collection poet",
+            "Irish what's second collection poet",
             False,
         ),
     ],
@@ -404,8 +404,11 @@ def test_heuristic_verdict_thresholds_and_missing_terms() -> None:
             ["What is murder?", "What is culpable homicide?"],
         ),
         (
-            "What is the punishment for murder and culpable homicide?",
-            ["What is the punishment for murder?", "What is the punishment for culpable homicide?"],
+            "What is the punishment for extortion and criminal trespass?",
+            [
+                "What is the punishment for extortion?",
+                "What is the punishment for criminal trespass?",
+            ],
         ),
         ("What are the rights and duties of a citizen?", []),
         ("Explain section 101 on murder and punishment in simple terms", []),
@@ -757,10 +760,10 @@ def test_a_direct_reply_made_of_content_parts_shows_only_its_text(app: Sleuth) -
 def test_are_x_and_y_both_questions_split_into_well_formed_parts() -> None:
     from sleuth.agents.question import split_question
 
-    parts, _ = split_question("Are Christopher Nolan and Sathish Kalathil both film directors?")
+    parts, _ = split_question("Are Wendell Orr and Priya Manek both film directors?")
     assert parts == [
-        "Are Christopher Nolan film directors?",
-        "Are Sathish Kalathil film directors?",
+        "Are Wendell Orr film directors?",
+        "Are Priya Manek film directors?",
     ]
     assert is_multi_part("Were Oberon and Titania both moons of Uranus?")
 

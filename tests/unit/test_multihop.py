@@ -41,7 +41,7 @@ FILLERS = {
     )
     for n in range(6)
 }
-WATERFALL = "What is the name of the waterfall in the country where the Quorra River is found?"
+WATERFALL = "Which waterfall lies in the country that holds the Quorra River?"
 
 
 def _section(sid: str) -> tuple[str, str]:

@@ -163,15 +163,15 @@ def test_heuristic_critique_finds_the_missing_part(ctx: RunContext) -> None:
 def test_heuristic_critique_never_revises_with_a_left_over_word() -> None:
     # the first search was the question itself; the words the answer leaves out ("year")
     # are a subset of it, and one generic word would match everything
-    question = "How to Eat, released in which year, is a book by Nigella Lawson?"
+    question = "Salt and Smoke, released in which year, is a book by Marta Quell?"
     ctx = RunContext(collection="test", searches=[question])
     ctx.track([_chunk("BNS_S103")])
-    draft = AnswerDraft(answer_text="Nigella Lawson wrote a cookery book [BNS_S103].")
+    draft = AnswerDraft(answer_text="Marta Quell wrote a cookery book [BNS_S103].")
     critique = heuristic_critique(question, draft, ctx, SupportChecker())
     assert critique.missing_parts  # the gap is reported ...
     # ... and searched only together with what the best section found is about
     title = ctx.retrieved["BNS_S103"][0].title_path[-1]
-    assert critique.revision_query == f"{title} eat released year"
+    assert critique.revision_query == f"{title} salt smoke released year"
     # once that ran too, nothing new is left to search
     ctx.searches.append(critique.revision_query)
     again = heuristic_critique(question, draft, ctx, SupportChecker())
@@ -181,7 +181,7 @@ def test_heuristic_critique_never_revises_with_a_left_over_word() -> None:
 @pytest.mark.parametrize(
     ("query", "earlier", "novel"),
     [
-        ("Nigella Lawson books", ["how to eat"], True),
+        ("Marta Quell books", ["salt and smoke"], True),
         ("year", [], False),  # one left-over word
         ("from the", [], False),  # no content terms at all
         ("danish copenhagen rare", ["danish heavy metal band from copenhagen rare demo"], False),

@@ -461,14 +461,14 @@ def test_a_multi_hop_short_answer_keeps_its_section_behind_the_one_that_names_it
     ("question", "short", "trimmed"),
     [
         (
-            "Which plant is larger, the Pterocarya or the Cotula?",
-            "The Pterocarya is larger",
-            "Pterocarya",
+            "Which tree is taller, the Velmora or the Carrow?",
+            "The Velmora is taller",
+            "Velmora",
         ),
         (
-            "Which came first the forming of The Owls or the birth of Robert Young?",
-            "Robert Young (musician) came first",
-            "Robert Young",
+            "Which came first the forming of The Larks or the birth of Edwin Marsh?",
+            "Edwin Marsh (painter) came first",
+            "Edwin Marsh",
         ),
         ("Who was born first, Ann Smith or Bob Jones?", "Bob Jones", "Bob Jones"),
         # names of both options, or of neither: kept as written

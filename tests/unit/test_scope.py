@@ -28,9 +28,9 @@ HELD = [
             ["Code of Criminal Procedure"],
         ),
         ("What does the Code say on theft?", []),
-        ('What genre is the author of "Act of War; Direct Action" associated with?', []),
+        ('What genre is the author of "Act of Mercy; Second Dawn" associated with?', []),
         ("What is the Right to Information Act?", ["Right to Information Act"]),
-        ("What should I know about bail under The Bharatiya Nagarik Suraksha Sanhita, 2023?", []),
+        ("Is bail a right under The Bharatiya Nagarik Suraksha Sanhita, 2023?", []),
         ("What does the Bharatiya Nyaya Sanhita say on theft?", []),  # no year: still held
         # one named document is held: answered (it may compare the two)
         ("Compare the Bharatiya Nyaya Sanhita and the Indian Penal Code on murder.", []),

@@ -29,7 +29,7 @@ STUBS = [
 
 
 def test_query_naming_an_act_resolves_to_that_act_only() -> None:
-    query = "What does Section 26 of The Bharatiya Nagarik Suraksha Sanhita, 2023 say?"
+    query = "What does Section 26 of The Bharatiya Nagarik Suraksha Sanhita, 2023 require?"
     assert SectionLookup(STUBS).named_in(query) == ["BNSS_S26"]
 
 

@@ -1,13 +1,13 @@
 """Chained sub-questions: a compositional question answered one hop at a time.
 
 A compositional question *describes* an entity where a simple question would name it: "Who
-is the spouse of **the director of Jump for Glory**?", "What is the waterfall in **the
-country where the Bubye River is found**?", "What plane bombed **Akinoshu Kenji's
+is the spouse of **the director of Race for Dawn**?", "What is the lake in **the
+country where the Tarn River rises**?", "What ship sank off **Odile Varga's
 birthplace**?". :func:`split_compositional` finds the innermost such description — it holds a
 name and no other description — and turns it into a sub-question of its own ("Who is the
-director of Jump for Glory?"), leaving the rest of the question with a slot. A model answers
+director of Race for Dawn?"), leaving the rest of the question with a slot. A model answers
 the sub-question from what a search for it finds; its answer fills the slot ("Who is the
-spouse of Raoul Walsh?"), and the filled question is split again, up to :data:`MAX_HOPS`
+spouse of Ansel Roux?"), and the filled question is split again, up to :data:`MAX_HOPS`
 times, then answered the same way (:func:`answer_in_hops`).
 
 This is self-ask (Press et al., 2023, "Measuring and Narrowing the Compositionality Gap in
@@ -19,13 +19,13 @@ model's answers build every later query.
 
 Three description forms are read (``NAME`` is a run of capitalised words or numbers):
 
-* possessive — ``NAME's`` + up to three lower-case words ("Big Eye's main director");
+* possessive — ``NAME's`` + up to three lower-case words ("Grey Owl's main director");
 * ``the`` + up to three lower-case words + ``of`` + up to two more + ``NAME`` ("the author
-  of Brand", "the director of the romantic comedy Big Stone Gap");
+  of Glass Tide", "the director of the romantic comedy Salt Meadow");
 * relative clause — ``the`` + up to three words + ``where`` / ``that`` / ``which`` / ``who``
   / ``whose`` / ``in which`` + a clause that holds a name: up to the name and its verb
-  ("the city where Karel Purkyně died"), or to the end of the question when the name comes
-  later ("the person who broke the salt law in Belgium in 1930").
+  ("the city where Ilse Marrow died"), or to the end of the question when the name comes
+  later ("the person who broke the tea tax in Ostland in 1910").
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ HOP_SECTIONS = 3
 """Sections a hop's search gives the model to read: a one-hop question needs few, and every
 extra one is a distractor a small model may answer from."""
 MAX_SLOT_WORDS = 6
-"""A hop's answer longer than this fills the slot with the last new name it gives ("Brand is
-a play by the Norwegian playwright Henrik Ibsen" → "Henrik Ibsen")."""
+"""A hop's answer longer than this fills the slot with the last new name it gives ("Glass Tide
+is a play by the Brevanian playwright Tomas Eld" → "Tomas Eld")."""
 
 _CAP = "A-Z0-9À-ÖØ-Þ"
 _NAME = (
@@ -59,7 +59,7 @@ _NAME = (
     r"\s*)+"
 )
 """A name: capitalised words or numbers, joined by the small words names hold ("Bastien und
-Bastienne", "Jump for Glory")."""
+Bastienne", "Race for Dawn")."""
 _BOUNDARY = (
     r"(?:is|was|are|were|did|does|do|has|had|have|in|on|at|to|from|by|with|during|where|when|"
     r"that|which|who|whose|and|or|as|for|became|become)"
@@ -83,7 +83,7 @@ _CLAUSE_NAME = re.compile(
 _PHRASE_END = re.compile(rf"\s*(?:$|[?,.;:!)]|(?:{_BOUNDARY}|a|an|the|\w+ed)\b)")
 """What may follow a description: the question's end, punctuation, a verb or preposition
 ("… is", "… in"), an article; not a noun ("a German *musician*": the name was an adjective)
-nor an apostrophe ("James Woods' character")."""
+nor an apostrophe ("Anna Kells' character")."""
 _PERSON_HEADS = frozenset(
     (
         "author",
@@ -222,7 +222,7 @@ def _possessives(question: str) -> list[tuple[int, int]]:
             ends.append(word.end())
             at = word.end() + len(question[word.end() :]) - len(question[word.end() :].lstrip())
         visible = [end for end in ends if _PHRASE_END.match(question, end)]
-        if not visible:  # "Germany's best selling beer brand": no end in sight
+        if not visible:  # "Ostland's best selling tea brand": no end in sight
             continue
         end = visible[-1]
         spans.append((match.start(), end))
@@ -279,7 +279,7 @@ def split_compositional(question: str) -> Split | None:
     if split_question(q)[0]:
         return None  # parts to answer apart ("Which came first, X or the birth of Y?")
     spans = _possessives(q)
-    # "the spouse of Big Eye's director": the name is a possessor, the description goes on
+    # "the spouse of Grey Owl's director": the name is a possessor, the description goes on
     # tried at every "the": one description may hold another ("the birthplace of the
     # author of X"), and a scan that resumes after a match would miss the inner one
     starts = (m.start() for m in re.finditer(r"\b[Tt]he\b", q))
@@ -404,8 +404,8 @@ def answer_in_hops(question: str, read: Reader, max_hops: int = MAX_HOPS) -> lis
 
 def chained_draft(hops: list[Hop]) -> AnswerDraft | None:
     """The answer of a completed chain: the last hop's short answer, with every hop's cited
-    facts in order ("Jump for Glory was directed by Raoul Walsh [4]. Raoul Walsh married
-    Miriam Cooper [7]."); ``None`` when the chain did not complete."""
+    facts in order ("Race for Dawn was directed by Ansel Roux [4]. Ansel Roux
+    married Dora Pike [7]."); ``None`` when the chain did not complete."""
     if not hops or any(h.answer is None for h in hops):
         return None
     last = hops[-1].draft

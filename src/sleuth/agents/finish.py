@@ -236,10 +236,10 @@ def trimmed_short_answer(question: str, short: str, multi_part: bool | None = No
     - a year, date or number question (:func:`answer_type`) that asks one thing
       (:func:`~sleuth.agents.question.is_multi_part`, or ``multi_part`` when already read)
       answered with a list of parts
-      ("8 June 1951, Bonnie Tyler, Diamond Cut") keeps its first part of that shape;
-    - a question offering a choice ("Which is larger, the Pterocarya or the Cotula?")
-      answered with one option in a sentence ("The Pterocarya is larger") keeps the option's
-      capitalised words it names, in the answer's order ("Pterocarya") — when the answer
+      ("8 June 1951, Mara Dune, Salt Rain") keeps its first part of that shape;
+    - a question offering a choice ("Which is taller, the Velmora or the Carrow?")
+      answered with one option in a sentence ("The Velmora is taller") keeps the option's
+      capitalised words it names, in the answer's order ("Velmora") — when the answer
       names words of one option only.
 
     Any other short answer is returned as it is."""
@@ -277,8 +277,8 @@ def shape_problem(question: str, short: str) -> tuple[str, Callable[[str], bool]
     - a name where the question asks for a year, date, number or yes/no (the model answered
       the bridge entity, not the question: :func:`answer_type`);
     - a yes or no where it asks which, who or what;
-    - only words the question already gives ("Porcupine Tree" for "Under what name did the
-      founder of Porcupine Tree release …?"), unless the question offers a choice ("A or B").
+    - only words the question already gives ("Glass Heron" for "Under what name did the
+      founder of Glass Heron release …?"), unless the question offers a choice ("A or B").
     """
     kind = answer_type(question)
     if kind is not None:
@@ -315,8 +315,8 @@ def _retyped(question: str, short: str | None, draft: AnswerDraft, repair: Repai
 
 
 def readable_short_answer(short: str, ctx: RunContext) -> str:
-    """A short answer that names a retrieved section by its source_id ("Hebron_Academy",
-    copied from an evidence header) becomes that section's title ("Hebron Academy")."""
+    """A short answer that names a retrieved section by its source_id ("Larch_Academy",
+    copied from an evidence header) becomes that section's title ("Larch Academy")."""
     wanted = short.strip().strip("[]").casefold()
     for sid, chunks in ctx.retrieved.items():
         if sid.casefold() == wanted and "_" in sid:
@@ -335,7 +335,7 @@ def _short_supported(
     """Whether the short answer's terms that the question does not give occur in the cited
     sections — or, with no ``answer``, in any retrieved section (yes/no always do); numbers
     match in digits or words (:func:`digits`). A short
-    answer written as a sentence ("The founder … used the name Bass Communion") needs only
+    answer written as a sentence ("The founder … used the name Low Ember") needs only
     its own words found ("bass", "communion"), not the question's it repeats."""
     if short.lower() in ("yes", "no"):
         return True

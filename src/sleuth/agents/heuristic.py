@@ -102,7 +102,7 @@ def _is_named(source_id: str, named: set[str]) -> bool:
 
 def own_title(chunks: list[Chunk]) -> str:
     """A section's own title without its numbering or disambiguation: "Section 227. Issue of
-    process." → "Issue of process."; "Big Stone Gap (film)" → "Big Stone Gap"."""
+    process." → "Issue of process."; "Salt Meadow (film)" → "Salt Meadow"."""
     title = chunks[0].title_path[-1] if chunks[0].title_path else ""
     return main_title(_NUMBERING.sub("", title))
 

@@ -1,8 +1,8 @@
 """Multi-hop retrieval: the next hop's search, built from a section already found.
 
 A multi-hop question describes an entity instead of naming it ("the waterfall in *the
-country where the Bubye River is found*"). Hop 1 finds the section of the entity the
-question does name (its *anchor*, "Bubye River"); that section's text names the bridge
+country where the Tarn River rises*"). Hop 1 finds the section of the entity the
+question does name (its *anchor*, "Tarn River"); that section's text names the bridge
 ("… Gwanda District, Zimbabwe"); hop 2 searches for the bridge together with what the
 question still asks ("Zimbabwe waterfall"), and so on for a third hop from what hop 2 found.
 
@@ -72,7 +72,7 @@ class Hop:
 
 
 def main_title(title: str) -> str:
-    """A section title without its disambiguation: "Brand (play)" → "Brand"."""
+    """A section title without its disambiguation: "Glass Tide (play)" → "Glass Tide"."""
     return title.split(" (", 1)[0].strip()
 
 
@@ -85,7 +85,7 @@ def anchor_sections(question: str, ranked: Iterable[tuple[str, str]]) -> list[st
 
     Returns:
         The ``source_id``s whose main title's terms all occur in the question, in rank order
-        ("Bubye River" for "… where the Bubye River is found?").
+        ("Tarn River" for "… where the Tarn River rises?").
     """
     asked = set(terms(question))
     return [

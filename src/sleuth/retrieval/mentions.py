@@ -8,7 +8,7 @@ as in HotpotQA; Yang et al. 2018, arXiv:1809.09600).
 Only titles that look like names are linked, to keep ordinary phrases out: two or more
 capitalised words ("Rudy Giuliani", "Young, New South Wales", "Recovery of Aristotle"), or a
 single capitalised word of three letters or more that is not at the start of a sentence
-("Sulli", "Charmed"). A parenthesised qualifier ("Big Stone Gap (film)") and leading
+("Sulli", "Charmed"). A parenthesised qualifier ("Salt Meadow (film)") and leading
 numbering ("Section 103.") are not part of the name. Matching is case-sensitive on whole
 words, longest title first; a name shared by two sections links to neither.
 """

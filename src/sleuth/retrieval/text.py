@@ -369,11 +369,11 @@ _NAMED = re.compile(
 
 
 def named_phrases(text: str) -> list[tuple[int, str]]:
-    """The names in ``text``: runs of capitalised words or numbers ("Edward Stanley, 3rd
-    Earl of Derby" gives "Edward Stanley" and "3rd Earl of Derby"), with their character
+    """The names in ``text``: runs of capitalised words or numbers ("Piers Lorne, 5th
+    Earl of Marrow" gives "Piers Lorne" and "5th Earl of Marrow"), with their character
     offsets; a run of numbers only ("1979", "4th") is no name. A sentence's first word is
     capitalised anyway: it opens a name only when the run goes on and it is no stop word
-    ("Which Danish band" → "Danish"; "Name the mother" → nothing); a run of stop words
+    ("Which Norwegian band" → "Norwegian"; "Name the mother" → nothing); a run of stop words
     only ("In", "The") is not a name."""
     found = []
     for match in _NAMED.finditer(text):
@@ -391,8 +391,8 @@ def named_phrases(text: str) -> list[tuple[int, str]]:
 def anchored_query(question: str, gap: str) -> str:
     """``gap`` (what a search must still find) with the name of the question it is about:
     the name nearest to where the gap's words occur in ``question``, else its longest name,
-    else its key phrase. "Which came first the forming of The Dandy Warhols or the birth of
-    Robert Young?" with gap "birth" → "Robert Young birth". Repeated words are kept once.
+    else its key phrase. "Which came first the forming of The Larks or the birth of
+    Edwin Marsh?" with gap "birth" → "Edwin Marsh birth". Repeated words are kept once.
     """
     names = named_phrases(question)
     gap_terms = set(terms(gap))
