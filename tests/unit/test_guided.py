@@ -925,3 +925,29 @@ def test_a_models_own_decline_is_overruled_only_by_sentences_that_answer(
     assert (replaced == OVERRULED) is overruled
     if overruled:
         assert "BNS_S103" in {c.source_id for c in result.answer.citations}
+
+
+# ---------------------------------------------------------------- a question naming a section
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What does section 303 of the Test Act say?",
+        "Explain section 303 of the Test Act in simple terms.",
+    ],
+)
+def test_a_question_naming_a_section_is_answered_from_that_section(
+    app: Sleuth, question: str
+) -> None:
+    """The question's words ("section", the act's name, "in simple terms") are not what the
+    named section says, and a cross-encoder finds the murder sections more relevant to
+    them (every murder sentence scores high here): the answer still quotes and cites the
+    section the question names, and only it."""
+    from sleuth.agents.support import SupportChecker
+
+    checker = SupportChecker(cross_encoder=KeywordScorer("murder"), coverage_threshold=0.007)  # type: ignore[arg-type]
+    result, _, ctx = run_guided(app, question, None, llm_agents="auto", checker=checker)
+    assert {"BNS_S303", "BNS_S103"} <= set(ctx.retrieved)  # the murder sections were read too
+    assert [c.source_id for c in result.answer.citations] == ["BNS_S303"]
+    assert "intending to take dishonestly any movable property" in result.answer.answer_text

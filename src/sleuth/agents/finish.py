@@ -16,7 +16,7 @@ from sleuth.agents.citations import (
     validate_citations,
 )
 from sleuth.agents.comparison import check_yes_no
-from sleuth.agents.heuristic import compose_answer
+from sleuth.agents.heuristic import compose_answer, named_sections
 from sleuth.agents.profile import profile_of
 from sleuth.agents.question import is_multi_part
 from sleuth.agents.quotes import answering_quotes, sentence_passages, with_quotes
@@ -599,8 +599,10 @@ def finish_answer(
         and checker.cross_encoder is not None
         and not answer.is_insufficient_context
     ):
+        # a question that names sections asks what they say: the quotes come from them
+        quoted = named_sections(question, ctx) or ranked
         quotes = answering_quotes(
-            question, ranked, ctx, checker.cross_encoder, checker.coverage_threshold
+            question, quoted, ctx, checker.cross_encoder, checker.coverage_threshold
         )
         answer = with_quotes(answer, quotes, ctx)
         report.answer = answer

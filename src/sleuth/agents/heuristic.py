@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.multihop import run_hop_starts
 from sleuth.agents.profile import profile_of
+from sleuth.agents.question import question_terms
 from sleuth.agents.reasoner import Decision
 from sleuth.agents.safety import quotable_sentences
 from sleuth.agents.state import AgentState, RunStatus, ToolCallRequest
@@ -156,6 +157,29 @@ def stated_coverage(question: str, q_terms: set[str], text: str) -> float:
     return len(q_terms & (set(terms(text)) | affirmed)) / len(q_terms)
 
 
+def _title_numbers(q_terms: set[str], ctx: RunContext) -> tuple[dict[str, float], set[str]]:
+    """:func:`title_named` of every retrieved section, and the numbers inside the titles the
+    question holds ("execution of order passed under section 409": 409 is part of a title,
+    not a section the question names)."""
+    titled = {sid: title_named(q_terms, chunks) for sid, chunks in ctx.retrieved.items()}
+    in_titles = {
+        n
+        for sid, weight in titled.items()
+        if weight
+        for n in re.findall(r"\d+[A-Za-z]?", own_title(ctx.retrieved[sid]))
+    }
+    return titled, in_titles
+
+
+def named_sections(question: str, ctx: RunContext) -> list[str]:
+    """The retrieved sections ``question`` names by number ("section 69 of …") or by id
+    ("BNS_S103"), in retrieval order; a number inside a title the question holds names
+    nothing (:func:`rank_sections`)."""
+    _, in_titles = _title_numbers(set(terms(question)), ctx)
+    numbers = _named_numbers(question) - in_titles
+    return [sid for sid in ctx.retrieved if _is_named(sid, numbers)] if numbers else []
+
+
 def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
     """Retrieved sections ranked for answering ``question``: (source_id, coverage).
 
@@ -169,13 +193,7 @@ def rank_sections(question: str, ctx: RunContext) -> list[tuple[str, float]]:
     section 409.
     """
     q_terms = set(terms(question))
-    titled = {sid: title_named(q_terms, chunks) for sid, chunks in ctx.retrieved.items()}
-    in_titles = {
-        n
-        for sid, weight in titled.items()
-        if weight
-        for n in re.findall(r"\d+[A-Za-z]?", own_title(ctx.retrieved[sid]))
-    }
+    titled, in_titles = _title_numbers(q_terms, ctx)
     numbers = _named_numbers(question) - in_titles
     scored = []
     for order, (sid, chunks) in enumerate(ctx.retrieved.items()):
@@ -345,12 +363,17 @@ def compose_answer(question: str, ctx: RunContext, quoted: set[str] | None = Non
             citations=[],
             is_insufficient_context=True,
         ).as_extractive()
-    q_terms = set(terms(question))
+    q_terms = question_terms(question)  # "in simple terms" asks how, not about "terms"
     numbers = _named_numbers(question)
     defining = bool(_DEFINITION_QUESTION.match(question))
     lead = ranked[0][0]
     # what the best section already answers: another section is quoted only for a part of
     # the question it leaves out (or as a hop of the bridge it forms with the best section)
+    if any(_is_named(sid, numbers) for sid, _ in ranked):
+        # the words of the reference that names a section ("section 69 of the … Sanhita,
+        # 2023") name it; they are not what its sentences must say, nor a part of the
+        # question another section could answer
+        q_terms = q_terms - {t for ref in extract_references(question) for t in terms(ref)}
     lead_terms = q_terms & set(terms(_section_text(ctx.retrieved[lead])))
     joined = set(pair) | linked_sections(lead, ctx)
     candidates: list[tuple[float, int, int, str, str]] = []

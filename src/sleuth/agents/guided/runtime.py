@@ -95,7 +95,13 @@ from sleuth.agents.guided.agents import (
     top_k_for,
 )
 from sleuth.agents.guided.schemas import CragVerdict, IntentParse, Plan, Verdict
-from sleuth.agents.heuristic import compose_answer, compose_parts, rank_sections, with_bridges
+from sleuth.agents.heuristic import (
+    compose_answer,
+    compose_parts,
+    named_sections,
+    rank_sections,
+    with_bridges,
+)
 from sleuth.agents.multihop import MAX_DEPTH, hop_starts
 from sleuth.agents.profile import profile_of
 from sleuth.agents.question import in_context
@@ -1006,6 +1012,11 @@ def _heuristic_draft(rt: _Run, state: GuidedState) -> AnswerDraft:
     targets = state.targets if len(state.targets) > 1 else []
     composed = compose_parts(state.question, targets, rt.ctx)
     checker = rt.checker
+    if not targets and named_sections(state.question, rt.ctx):
+        # "What does section 69 of … say?": the answer is what the named section says
+        # (compose_answer leads with it), however little of its text the question's words
+        # or the cross-encoder find in it
+        return composed
     if checker is not None and checker.cross_encoder is not None:
         ranked = [e.source_id for e in _generation_evidence(rt, state)]
         quotes = answering_quotes(
