@@ -5,10 +5,12 @@ Every question here is written for the test; none comes from a benchmark set.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from sleuth.agents import profile as profile_module
-from sleuth.agents.profile import analyse_question, profile_of
+from sleuth.agents.profile import QuestionProfile, analyse_question, profile_of
 from sleuth.tools.base import RunContext
 from tests.helpers import make_service
 
@@ -55,17 +57,23 @@ def test_the_profile_is_json_for_the_trace() -> None:
     assert data["multi_part"] is False and data["parts"] == []
 
 
+def _counting(real: Callable[[str], QuestionProfile], calls: list[str]):
+    """``real``, recording each question it is asked to analyse in ``calls``."""
+
+    def counting(question: str) -> QuestionProfile:
+        calls.append(question)
+        return real(question)
+
+    return counting
+
+
 def test_the_runs_profile_is_reused_and_a_sub_question_is_read_anew(monkeypatch) -> None:
     ctx = RunContext(collection="c")
     ctx.profile = analyse_question("Is a verbal lease binding?")
     calls: list[str] = []
-    real = profile_module.analyse_question
-
-    def counting(question: str):
-        calls.append(question)
-        return real(question)
-
-    monkeypatch.setattr(profile_module, "analyse_question", counting)
+    monkeypatch.setattr(
+        profile_module, "analyse_question", _counting(profile_module.analyse_question, calls)
+    )
     assert profile_of("Is a verbal lease binding?", ctx) is ctx.profile
     assert calls == []
     other = profile_of("What is a lease?", ctx)
@@ -80,13 +88,9 @@ def test_each_run_reads_its_question_once_and_traces_the_profile(
     import sleuth.service as service_module
 
     calls: list[str] = []
-    real = service_module.analyse_question
-
-    def counting(question: str):
-        calls.append(question)
-        return real(question)
-
-    monkeypatch.setattr(service_module, "analyse_question", counting)
+    monkeypatch.setattr(
+        service_module, "analyse_question", _counting(service_module.analyse_question, calls)
+    )
     monkeypatch.setattr(
         profile_module,
         "analyse_question",

@@ -19,33 +19,23 @@ _QUESTION_WORDS = (
     "what|which|who|whom|whose|when|where|why|how|is|are|was|were|does|do|did|can|could|"
     "may|must|shall|should|will|would"
 )
-
 _AND_QUESTION = re.compile(rf"[,;]?\s+and\s+(?=(?:{_QUESTION_WORDS})\b)", re.I)
-
 _BETWEEN = re.compile(r"\bbetween\s+(.+?)\s+and\s+(.+?)\s*[?.!]*$", re.I)
-
 _COMPARE = re.compile(r"\bcompare\s+(.+?)\s+(?:and|with|to)\s+(.+?)\s*[?.!]*$", re.I)
-
 _VERSUS = re.compile(r"([^,:;]+?)\s+(?:vs\.?|versus)\s+(.+?)\s*[?.!]*$", re.I)
-
 _BOTH = re.compile(r"^(.*?)\bboth\s+(.+?)\s+and\s+(.+?)\s*[?.!]*$", re.I)
-
 _AND_BOTH = re.compile(
     r"^(are|were|is|was|do|did|does|have|has|had|can|could|will|would)\s+(.+?)\s+and\s+"
     r"(.+?)\s+both\s+(.+?)\s*[?.!]*$",
     re.I,
 )
-
 _WHICH_OR = re.compile(r"^(.*?\bwhich\b.*?)[,:]\s*(.+?)\s+or\s+(.+?)\s*[?.!]*$", re.I)
-
 _COMPARISON_CUE = re.compile(
     r"\b(differences?|differ|distinguish|compare|comparison|versus|vs\.?)\b", re.I
 )
-
 _PREPOSITIONS = frozenset(
     ["for", "of", "in", "on", "to", "about", "under", "with", "against", "by", "from"]
 )
-
 _LEADING_QUESTION = re.compile(rf"^((?:{_QUESTION_WORDS})(?:\s+(?:{_QUESTION_WORDS}))?)\b", re.I)
 
 STYLE_WORDS = frozenset(
