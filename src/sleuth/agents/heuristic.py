@@ -373,7 +373,8 @@ def compose_answer(question: str, ctx: RunContext, quoted: set[str] | None = Non
         # the words of the reference that names a section ("section 69 of the … Sanhita,
         # 2023") name it; they are not what its sentences must say, nor a part of the
         # question another section could answer
-        q_terms = q_terms - {t for ref in extract_references(question) for t in terms(ref)}
+        references = profile_of(question, ctx).references
+        q_terms = q_terms - {t for ref in references for t in terms(ref)}
     lead_terms = q_terms & set(terms(_section_text(ctx.retrieved[lead])))
     joined = set(pair) | linked_sections(lead, ctx)
     candidates: list[tuple[float, int, int, str, str]] = []

@@ -47,7 +47,6 @@ class QuestionProfile:
     references: tuple[str, ...]
     parts: tuple[str, ...]
     """Sub-questions of a question that splits into parts; empty otherwise."""
-    synthesis_hint: str
     multi_part: bool
     """The question asks several things (parts, or a comparison that does not split)."""
     answer_kind: AnswerKind
@@ -69,7 +68,7 @@ class QuestionProfile:
 
 def analyse_question(question: str) -> QuestionProfile:
     """The :class:`QuestionProfile` of ``question`` (by rules; no model, no I/O)."""
-    parts, hint = split_question(question)
+    parts, _ = split_question(question)
     split = split_compositional(question)
     return QuestionProfile(
         question=question,
@@ -77,7 +76,6 @@ def analyse_question(question: str) -> QuestionProfile:
         named_documents=tuple(named_documents(question)),
         references=tuple(extract_references(question)),
         parts=tuple(parts),
-        synthesis_hint=hint,
         multi_part=is_multi_part(question),
         answer_kind=answer_kind(question),
         hop=split.sub_question if split is not None else None,
