@@ -661,3 +661,67 @@ def test_an_initial_is_no_sentence_end_of_a_short_answer() -> None:
         short("E. B. White and Dan Masterson were both American writers of verse [1]. So.") is None
     )
     assert short("Paris. It is the capital [1].") == "Paris"
+
+
+def test_a_quoted_lead_in_carries_the_items_it_enumerates() -> None:
+    from sleuth.agents.quotes import answering_quotes, with_quotes
+
+    rule = chunk(
+        "HC_S12",
+        "A harbour master may seize a ferry in the cases hereinafter enumerated, namely:—\n"
+        "(a) smuggling;\n(b) sailing without lamps after dark;\n"
+        "(c) carrying more passengers than its licence allows.\n"
+        "(2) A seized ferry is returned within seven days of the fine being paid.",
+        "Seizure of ferries",
+    )
+    ctx = ctx_with(rule)
+    question = "In which cases may a harbour master seize a ferry?"
+    quotes = answering_quotes(question, ["HC_S12"], ctx, OverlapScorer(), threshold=0.5)  # type: ignore[arg-type]
+    first = quotes[0].sentence
+    assert first.startswith("A harbour master may seize a ferry")
+    assert "(a) smuggling;" in first and "(c) carrying more passengers" in first
+    assert "(2) A seized ferry" not in first  # a numbered sub-section is no item
+    # an item is never quoted a second time beside its lead-in
+    assert sum("smuggling" in q.sentence for q in quotes) == 1
+    # a model answer that copied only the lead-in gets the items quoted after it
+    lead_only = GeneratedAnswer(
+        answer_text="A harbour master may seize a ferry in the cases hereinafter enumerated, "
+        "namely:— [HC_S12]."
+    )
+    assert "sailing without lamps" in with_quotes(lead_only, quotes[:1], ctx).answer_text
+    whole = GeneratedAnswer(answer_text=quotes[0].cited())
+    assert with_quotes(whole, quotes[:1], ctx) == whole
+
+
+def test_enumerated_items_stop_at_the_first_sentence_that_is_no_item() -> None:
+    from sleuth.retrieval.text import enumerated_items, sentences
+
+    said = sentences(
+        "The following persons may apply, namely:-\n(i) the owner;\n(ii) the master.\n"
+        "Provided that no person applies twice. (b) stray clause."
+    )
+    lead = next(i for i, s in enumerate(said) if s.endswith("namely:-"))
+    assert [said[j] for j in enumerated_items(said, lead)] == ["(i) the owner;", "(ii) the master."]
+    assert enumerated_items(said, lead + 1) == []  # an item introduces nothing
+    assert enumerated_items(["A ferry sails at dawn.", "(a) stray."], 0) == []
+
+
+def test_a_focused_section_keeps_a_lead_in_with_its_items() -> None:
+    from sleuth.agents.generation import EvidenceSection, focused_evidence
+
+    filler = " ".join(
+        f"({n}) A harbour master keeps register number {n} open." for n in range(2, 30)
+    )
+    text = (
+        "(1) No ferry shall sail without a licence. "
+        + filler
+        + " (30) A harbour master may seize a ferry in these cases, namely:—\n(a) smuggling;\n"
+        "(b) sailing without lamps;\n(c) overloading."
+    )
+    long = EvidenceSection("HC_S12", "Test code > Seizure of ferries", text, 1)
+    focused = focused_evidence(
+        "When may a harbour master seize a ferry?", [long], OverlapScorer(), chars=300
+    )
+    body = focused[0].text
+    assert "namely:— (a) smuggling; (b) sailing without lamps; (c) overloading." in body
+    assert len(body) <= 300

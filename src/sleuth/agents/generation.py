@@ -34,7 +34,7 @@ from sleuth.llm import calls
 from sleuth.llm.toolcalls import ToolCallNormalizer
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import digits, sentences, terms
+from sleuth.retrieval.text import digits, enumerated_items, sentences, terms
 from sleuth.tools.base import RunContext, json_parameters
 from sleuth.tools.rag import evidence_block
 
@@ -125,7 +125,8 @@ def focused_evidence(
     others (:func:`~sleuth.retrieval.text.sentences`: sentences and numbered clauses, at most
     :data:`FOCUS_SENTENCES`) are scored against the question by ``scorer`` (a cross-encoder:
     ``logits(query, passages) -> list[float]``, each passage read with its section's title)
-    and added best first while they fit in ``chars``; they are given in the section's order,
+    and added best first while they fit in ``chars``, a lead-in with the items of its
+    enumeration when they all fit (:func:`~sleuth.retrieval.text.enumerated_items`); they are given in the section's order,
     ``…`` marking what was left out. Sections that fit are unchanged; so is every section
     when ``scorer`` is ``None``.
     """
@@ -141,10 +142,14 @@ def focused_evidence(
         title = e.title.rsplit(" > ", 1)[-1]
         logits = scorer.logits(question, [f"{title}. {s[:FOCUS_SENTENCE_CHARS]}" for s in said])
         keep, used = {0}, len(said[0])
-        for i in sorted(range(1, len(said)), key=lambda i: -logits[i]):
-            if used + 1 + len(said[i]) <= budget:
-                keep.add(i)
-                used += 1 + len(said[i])
+        for i in sorted(range(len(said)), key=lambda i: -logits[i]):
+            # a lead-in comes with its items when they all fit ("namely:— (a) …; (b) …")
+            for unit in ([i, *enumerated_items(said, i)], [i]):
+                size = sum(1 + len(said[j]) for j in unit if j not in keep)
+                if used + size <= budget:
+                    keep.update(unit)
+                    used += size
+                    break
         parts: list[str] = []
         for i in sorted(keep):
             if parts and i - 1 not in keep:

@@ -31,7 +31,7 @@ from sleuth.agents.citations import section_citation
 from sleuth.agents.safety import quotable_sentences
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import words
+from sleuth.retrieval.text import enumerated_items, words
 from sleuth.tools.base import RunContext
 from sleuth.types import Chunk
 
@@ -49,6 +49,11 @@ SENTENCES_PER_SECTION = 40
 """Sentences of each section scored at most, from its start."""
 SENTENCE_CHARS = 400
 """Characters of one sentence the cross-encoder reads (it reads ~160 tokens)."""
+ENUMERATION_CHARS = 600
+"""Characters of enumerated items a quoted lead-in carries at most (whole items; "…" marks
+the rest). A statute's list ("… of any of the descriptions hereinafter enumerated,
+namely:— (a) robbery; (b) …") is one lead-in sentence and one short clause per item; the
+items are what a list question asks for, and alone they are too short to quote."""
 
 
 @dataclass(frozen=True)
@@ -61,9 +66,34 @@ class Quote:
     sentence: str
     logit: float
 
+    def stated_in(self, text: str) -> bool:
+        """Whether ``text`` already holds this sentence: its first and last 60 characters
+        (a copy of a lead-in without its items, or of a sentence's start, is not)."""
+        said = self.sentence.rstrip(" .;:,")
+        return said[:60] in text and said[-60:] in text
+
     def cited(self) -> str:
         """The sentence with its citation marker, ending with a full stop."""
         return f"{self.sentence.rstrip().rstrip('.;:,')} [{self.source_id}]."
+
+
+def with_items(said: Sequence[str]) -> list[str]:
+    """``said`` (a section's sentences, in order) with each lead-in that introduces an
+    enumeration (ends in a colon or dash, or "namely"/"following") followed by the lettered
+    or roman-numbered items after it ("(a) …", "(iv) …"), whole, up to
+    :data:`ENUMERATION_CHARS`; other sentences unchanged. One entry per sentence."""
+    out = []
+    for i, sentence in enumerate(said):
+        items: list[str] = []
+        used = 0
+        for item in (said[j] for j in enumerated_items(said, i)):
+            if used + len(item) > ENUMERATION_CHARS:
+                items.append("…")
+                break
+            items.append(item)
+            used += len(item) + 1
+        out.append(" ".join([sentence, *items]))
+    return out
 
 
 def sentence_passages(
@@ -72,7 +102,8 @@ def sentence_passages(
     """``(sentence, passage)`` for the first :data:`SENTENCES_PER_SECTION` quotable
     sentences of a section (:func:`~sleuth.agents.safety.quotable_sentences`; the others go
     to ``withheld`` with their reason): the passage is the sentence read with its section's
-    title, as the cross-encoder scores it."""
+    title, as the cross-encoder scores it; the sentence, as it is quoted, carries the items
+    of the enumeration it introduces (:func:`with_items`)."""
     if not chunks:
         return []
     title = chunks[0].title_path[-1] if chunks[0].title_path else chunks[0].heading
@@ -81,7 +112,10 @@ def sentence_passages(
         for sentence, reason in unsafe.items():
             withheld.setdefault(sentence, reason)
     said = kept[:SENTENCES_PER_SECTION] or ([title] if not unsafe else [])
-    return [(x, f"{title}. {x[:SENTENCE_CHARS]}") for x in said]
+    return [
+        (quoted, f"{title}. {x[:SENTENCE_CHARS]}")
+        for x, quoted in zip(said, with_items(kept)[: len(said)] if kept else said, strict=True)
+    ]
 
 
 def best_sentences(
@@ -114,21 +148,27 @@ def answering_quotes(
     """The best :data:`QUOTES` sentences of the first :data:`QUOTE_SECTIONS` sections of
     ``ranked`` (else of the run's retrieved sections, in retrieval order) whose probability
     of answering ``question`` reaches ``threshold`` (in [0, 1]; the support checker's
-    coverage threshold), best first."""
+    coverage threshold), best first; an item already quoted with its lead-in is not quoted
+    again."""
     ids = list(ranked or ctx.retrieved)[:QUOTE_SECTIONS]
-    found = best_sentences(question, ids, ctx, scorer)
-    return [q for q in found if sigmoid(q.logit) >= threshold][:QUOTES]
+    chosen: list[Quote] = []
+    for quote in best_sentences(question, ids, ctx, scorer):
+        if len(chosen) == QUOTES or sigmoid(quote.logit) < threshold:
+            break
+        if not any(quote.sentence in q.sentence for q in chosen):
+            chosen.append(quote)
+    return chosen
 
 
 def with_quotes(
     answer: GeneratedAnswer, quotes: Sequence[Quote], ctx: RunContext
 ) -> GeneratedAnswer:
-    """``answer`` followed by the ``quotes`` it does not already state (a quote's first 60
-    characters found in its text), each cited; their sections added to its citations. A
+    """``answer`` followed by the ``quotes`` it does not already state
+    (:meth:`Quote.stated_in`), each cited; their sections added to its citations. A
     decline, or an answer that states every quote, is returned unchanged."""
     if answer.is_insufficient_context:
         return answer
-    missing = [q for q in quotes if q.sentence.rstrip(" .;:,")[:60] not in answer.answer_text]
+    missing = [q for q in quotes if not q.stated_in(answer.answer_text)]
     if not missing:
         return answer
     text = answer.answer_text.rstrip() + "\n" + " ".join(q.cited() for q in missing)

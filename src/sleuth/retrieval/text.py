@@ -434,6 +434,27 @@ def sentences(text: str) -> list[str]:
     return [" ".join(p.split()) for p in parts if p and p.strip()]
 
 
+_LEAD_IN = re.compile(r"(?::\s*[-—–]*|[—–]|\bnamely|\bfollowing)\W*$", re.IGNORECASE)
+_ITEM = re.compile(r"^\((?:[a-z]{1,2}|[ivxl]{1,6})\)\s")
+
+
+def enumerated_items(said: Sequence[str], i: int) -> list[int]:
+    """Indices of the items of the enumeration that ``said[i]`` introduces: the sentences
+    after it, as :func:`sentences` splits a text, that open with a lettered or roman clause
+    mark ("(a) robbery;", "(iv) …"), up to the first that does not. Empty unless
+    ``said[i]`` is a lead-in (ends in a colon or a dash, or in "namely"/"following", as a
+    statute's "… the following, namely:—" does); numbered sub-sections ("(2) …") are never
+    items."""
+    if not _LEAD_IN.search(said[i]):
+        return []
+    out = []
+    for j in range(i + 1, len(said)):
+        if not _ITEM.match(said[j]):
+            break
+        out.append(j)
+    return out
+
+
 def coverage(question_terms: set[str], text: str) -> float:
     """Share of ``question_terms`` present in ``text``'s terms, in [0, 1].
 
