@@ -432,3 +432,33 @@ def test_secrets_are_masked_in_events_and_short_test_keys_count() -> None:
     emitter.emit(ObserveEvent(content="read DOC_S1: the key is sk-INJECTED-12345."))
     assert "sk-INJECTED" not in seen[0].content and SECRET_MASK in seen[0].content
     assert emitter.events[0].seq == 1
+
+
+def test_a_claim_with_a_number_its_section_does_not_state_is_unsupported() -> None:
+    rule = Chunk(
+        chunk_id="HC_S9#0",
+        doc_id="code",
+        source_id="HC_S9",
+        title_path=["Harbour Code, 2031", "Section 9. Ferries at night."],
+        text="A ferry that sails at night without two lamps lit shall pay a fine of five "
+        "thousand rupees, or 7,500 rupees when it carries passengers.",
+        position=0,
+    )
+    checker = SupportChecker()
+    said = "A ferry without two lamps lit at night pays a fine of 5,000 rupees."
+    assert checker.check(said, "HC_S9", [rule]).supported  # words or digits, same number
+    for wrong in (
+        "A ferry without two lamps lit at night pays a fine of 50,000 rupees.",
+        "A ferry without lamps at night is fined under section 12 of the Harbour Code.",
+    ):
+        support = checker.check(wrong, "HC_S9", [rule])
+        assert not support.supported and "number" in support.reason()
+    # the section's own number and year are in its title; the question's numbers are given
+    assert checker.check(
+        "Section 9 of the Harbour Code, 2031 fines a ferry without lamps at night.", "HC_S9", [rule]
+    ).supported
+    scenario = "A ferry with 3 passengers and without lamps at night pays 7,500 rupees."
+    assert not checker.check(scenario, "HC_S9", [rule]).supported
+    assert checker.check(
+        scenario, "HC_S9", [rule], given="My ferry had 3 passengers and no lamps. What fine?"
+    ).supported

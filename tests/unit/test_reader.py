@@ -691,6 +691,8 @@ def test_a_quoted_lead_in_carries_the_items_it_enumerates() -> None:
     assert "sailing without lamps" in with_quotes(lead_only, quotes[:1], ctx).answer_text
     whole = GeneratedAnswer(answer_text=quotes[0].cited())
     assert with_quotes(whole, quotes[:1], ctx) == whole
+    respaced = GeneratedAnswer(answer_text=quotes[0].cited().replace(";", " ;").replace("\n", " "))
+    assert with_quotes(respaced, quotes[:1], ctx) == respaced  # spacing is no difference
 
 
 def test_enumerated_items_stop_at_the_first_sentence_that_is_no_item() -> None:

@@ -231,7 +231,13 @@ class _SentenceChecker:
     def _support(self, claim: str, sid: str) -> Support | None:
         if self.checker is None:
             return None
-        return self.checker.check(claim, sid, self.ctx.retrieved[sid])
+        return self.checker.check(claim, sid, self.ctx.retrieved[sid], self.question)
+
+    @property
+    def question(self) -> str:
+        """The run's question (its numbers are no claim of the answer's), or ``""``."""
+        profile = self.ctx.profile
+        return profile.question if profile is not None else ""
 
     def attach(self, claim: str, preferred: list[str]) -> tuple[str, Support] | None:
         """The retrieved section that best supports ``claim``, if one does.
@@ -251,13 +257,13 @@ class _SentenceChecker:
             None, self.checker.lexical_threshold, multilingual=self.checker.multilingual
         )
         for sid in order:
-            support = lexical_only.check(claim, sid, self.ctx.retrieved[sid])
+            support = lexical_only.check(claim, sid, self.ctx.retrieved[sid], self.question)
             if support.supported and (best is None or support.lexical > best[1].lexical):
                 best = (sid, support)
         if best is not None:
             return best
         for sid in order[:ATTACH_SEMANTIC_CANDIDATES]:
-            support = self.checker.check(claim, sid, self.ctx.retrieved[sid])
+            support = self.checker.check(claim, sid, self.ctx.retrieved[sid], self.question)
             if support.supported and (best is None or support.score > best[1].score):
                 best = (sid, support)
         return best

@@ -126,9 +126,9 @@ def focused_evidence(
     :data:`FOCUS_SENTENCES`) are scored against the question by ``scorer`` (a cross-encoder:
     ``logits(query, passages) -> list[float]``, each passage read with its section's title)
     and added best first while they fit in ``chars``, a lead-in with the items of its
-    enumeration when they all fit (:func:`~sleuth.retrieval.text.enumerated_items`); they are given in the section's order,
-    ``…`` marking what was left out. Sections that fit are unchanged; so is every section
-    when ``scorer`` is ``None``.
+    enumeration when they all fit (:func:`~sleuth.retrieval.text.enumerated_items`); they
+    are given in the section's order, ``…`` marking what was left out. Sections that fit
+    are unchanged; so is every section when ``scorer`` is ``None``.
     """
     if scorer is None:
         return list(evidence)

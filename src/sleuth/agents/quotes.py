@@ -67,9 +67,10 @@ class Quote:
     logit: float
 
     def stated_in(self, text: str) -> bool:
-        """Whether ``text`` already holds this sentence: its first and last 60 characters
-        (a copy of a lead-in without its items, or of a sentence's start, is not)."""
-        said = self.sentence.rstrip(" .;:,")
+        """Whether ``text`` already holds this sentence: its first and last 60 characters,
+        read as words (spacing and punctuation aside: "sub-section (1) ," is "sub-section
+        (1),"); a copy of a lead-in without its items, or of a sentence's start, is not."""
+        said, text = " ".join(words(self.sentence)), " ".join(words(text))
         return said[:60] in text and said[-60:] in text
 
     def cited(self) -> str:

@@ -14,6 +14,11 @@ section when either
   :data:`SEMANTIC_THRESHOLD`. The cross-encoder reads claim and passage together, so a
   paraphrase or a number written in words is judged by meaning, not shared words.
 
+A claim that states a number its section does not (in digits or in words: "seven years" is
+"7 years"; a section number, a year, a term of days or an amount) is never supported, however
+many words it shares: a wrong number is the commonest way a small model's paraphrase of a
+rule goes wrong, and the one a reader cannot tell by its words.
+
 A claim with fewer than :data:`MIN_CLAIM_TERMS` content terms ("1998.", "Hello there.") is
 held to more: lexical support needs *all* of its terms in the section (one shared word of
 two is no evidence), else the semantic test decides. Some claims cannot be checked at all,
@@ -44,7 +49,7 @@ import numpy as np
 
 from sleuth.retrieval.embeddings import Embedder
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
-from sleuth.retrieval.text import latin_share, terms
+from sleuth.retrieval.text import digits, latin_share, terms
 from sleuth.types import Chunk
 
 LEXICAL_THRESHOLD = 0.7
@@ -65,6 +70,7 @@ ANSWER_WORDS = frozenset(["yes", "no", "true", "fals", "correct", "incorrect", "
 """Stems of words that answer rather than claim ("Yes."): not content terms of a claim."""
 
 _NUMBERED = re.compile(r"^\s*(?:[-*•]|\(?\d{1,3}[.)])\s+")
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,7 @@ class Support:
     checked: bool = True
     verdict: Verdict = "unsupported"
     threshold: float = SEMANTIC_THRESHOLD
+    missing_numbers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.supported and self.verdict != "supported":
@@ -111,10 +118,22 @@ class Support:
                 f"the sentence cannot be checked: lexical {self.lexical:.2f} < "
                 f"{LEXICAL_THRESHOLD} and the semantic model does not read its script"
             )
+        if self.missing_numbers:
+            return (
+                "the section does not state the number(s) the sentence gives ("
+                + ", ".join(self.missing_numbers)
+                + ")"
+            )
         parts = [f"lexical {self.lexical:.2f} < {LEXICAL_THRESHOLD}"]
         if self.semantic is not None:
             parts.append(f"semantic {self.semantic:.2f} < {self.threshold}")
         return "the section does not support the sentence (" + ", ".join(parts) + ")"
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers ``text`` states, in digits whichever way they are written ("seven years",
+    "7 years" → ``"7"``; "5,000" → ``"5000"``)."""
+    return {n.replace(",", "").rstrip(".") for n in _NUMBER.findall(digits(text))}
 
 
 def claim_text(sentence: str) -> str:
@@ -165,9 +184,12 @@ class SupportChecker:
         self.multilingual = multilingual
         self._vectors: dict[str, np.ndarray] = {}
 
-    def check(self, claim: str, source_id: str, chunks: Sequence[Chunk]) -> Support:
+    def check(
+        self, claim: str, source_id: str, chunks: Sequence[Chunk], given: str = ""
+    ) -> Support:
         """Check one claim against the chunks of one cited section (see the module
-        docstring for the rule)."""
+        docstring for the rule); the numbers of ``given`` (the question: "a six-year-old")
+        count as stated."""
         claim = claim_text(claim)
         claim_terms = set(terms(claim)) - ANSWER_WORDS
         if not claim_terms:
@@ -178,6 +200,11 @@ class SupportChecker:
             dict.fromkeys([chunks[0].heading if chunks else "", *(c.text for c in chunks)])
         )
         lexical = len(claim_terms & set(terms(section_text))) / len(claim_terms)
+        missing = numbers(claim) - numbers(section_text) - numbers(given)
+        if missing:
+            return Support(
+                source_id, lexical, None, supported=False, missing_numbers=tuple(sorted(missing))
+            )
         needed = self.lexical_threshold if len(claim_terms) >= MIN_CLAIM_TERMS else 1.0
         if lexical >= needed:
             return Support(source_id, lexical, None, supported=True)
