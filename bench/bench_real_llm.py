@@ -31,15 +31,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import DATA, bench_settings, data_dir, load_average, print_header, table
+from _common import (
+    DATA,
+    RESULTS,
+    bench_settings,
+    commit,
+    data_dir,
+    load_average,
+    print_header,
+    table,
+    write_records,
+)
+from results_tables import realllm_summary, realllm_table
 from sleuth.eval.metrics import (
     all_in,
     answer_contains,
     citation_scores,
     exact_match,
     f1_score,
-    mean,
-    percentile,
     strip_citations,
 )
 
@@ -104,26 +113,25 @@ def naive_records(app: Any, dataset: Any, collection: str, questions: list[Any])
     return records
 
 
-def summarize(records: list[dict]) -> dict[str, Any]:
-    def share(key: str) -> float | None:
-        return mean(None if r.get(key) is None else float(r[key]) for r in records)
-
-    written = [r for r in records if r.get("answer_source") in ("model", "repaired", "replaced")]
-    kept = [r for r in written if r["answer_source"] in ("model", "repaired")]
-    latencies = [r["latency_s"] for r in records]
+def compact(name: str, mode: str, record: dict[str, Any]) -> dict[str, Any]:
+    """The fields of one run's record that the summary (:func:`results_tables.realllm_summary`)
+    reads (no text:
+    the datasets' questions and answers stay in ``../shared/data``)."""
+    tokens = record.get("tokens") or {}
     return {
-        "n": len(records),
-        "em": share("exact_match"),
-        "f1": share("f1"),
-        "contains": share("answer_contains"),
-        "all_gold": share("all_gold_retrieved"),
-        "cite_prec": share("citation_precision"),
-        "kept": len(kept) / len(written) if written else None,
-        "with_tool": mean(float(r["tool_calls"] >= 1) for r in records),
-        "prompt_tok": mean(r["tokens"].get("input_tokens", 0) for r in records),
-        "out_tok": mean(r["tokens"].get("output_tokens", 0) for r in records),
-        "p50_s": percentile(latencies, 50),
-        "p95_s": percentile(latencies, 95),
+        "set": name,
+        "mode": mode,
+        "id": record["id"],
+        "em": record.get("exact_match"),
+        "f1": record.get("f1"),
+        "contains": record.get("answer_contains"),
+        "all_gold": record.get("all_gold_retrieved"),
+        "cite_prec": record.get("citation_precision"),
+        "answer_source": record.get("answer_source"),
+        "tool_calls": record.get("tool_calls", 0),
+        "prompt_tok": tokens.get("input_tokens", 0),
+        "out_tok": tokens.get("output_tokens", 0),
+        "latency_s": record["latency_s"],
     }
 
 
@@ -143,6 +151,11 @@ def main() -> None:
     parser.add_argument("--data-dir", help="keep the indexes here (default: a temp dir)")
     parser.add_argument("--json", help="also write the per-dataset summaries to this file")
     parser.add_argument("--records", help="also write every run's record to this JSONL file")
+    parser.add_argument(
+        "--out",
+        default=str(RESULTS),
+        help="folder of the compact per-question records, realllm-<llm>-<split>.jsonl",
+    )
     args = parser.parse_args()
 
     from sleuth.app import Sleuth
@@ -161,6 +174,8 @@ def main() -> None:
         ],
     )
     results: dict[str, dict[str, Any]] = {}
+    compacts: list[dict[str, Any]] = []
+    started = time.perf_counter()
     with data_dir(args.data_dir, "sleuth-real-llm-") as ddir:
         settings = bench_settings(ddir).model_copy(update={"llm": args.llm})
         app = Sleuth(settings)
@@ -183,7 +198,9 @@ def main() -> None:
                     )
                     run = run_eval(app, dataset, config, prepared=prepared)
                     records = run.records
-                summary = summarize(records)
+                rows_of_mode = [compact(name, mode, r) for r in records]
+                compacts += rows_of_mode
+                summary = realllm_summary(rows_of_mode)
                 if args.records:
                     with open(args.records, "a", encoding="utf-8") as out:
                         for record in records:
@@ -198,6 +215,19 @@ def main() -> None:
                 )
             headers = ["mode", *next(iter(results.values())).keys()]
             print(table(headers, rows, title=f"{name} ({len(questions)} questions)"), flush=True)
+    meta = {
+        "meta": True,
+        "llm": args.llm,
+        "split": args.split,
+        "seed": args.seed,
+        "limit": args.limit,
+        "commit": commit(),
+        "load_average_end": load_average(),
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    path = write_records(args.out, f"realllm-{args.llm}-{args.split}.jsonl", [meta, *compacts])
+    print(f"records -> {path}\n")
+    print(realllm_table([path]))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -2,9 +2,10 @@
 
 Every number the README and bench/README report for the reader and for answer quality on the
 handed sets comes from here: this script reads each ``bench/results/reader-*.jsonl`` (written by
-``bench/bench_reader.py``), ``rerank-*``, ``verdict-*`` and ``quality-*.jsonl`` (written by
-``bench/bench_quality.py``) — first line: the run's metadata; then one record per question —
-aggregates them, and prints Markdown.
+``bench/bench_reader.py``), ``rerank-*``, ``verdict-*``, ``realllm-*`` (written by
+``bench/bench_real_llm.py``) and ``quality-*.jsonl`` (written by ``bench/bench_quality.py``)
+— first line: the run's metadata; then one record per question — aggregates them, and prints
+Markdown.
 With ``--write`` it replaces the block between ``<!-- reader-results:begin -->`` and
 ``<!-- reader-results:end -->`` in README.md (the ``test`` split) and bench/README.md (every
 split) — no hand-pasted numbers.
@@ -229,6 +230,48 @@ def quality_table(files: Sequence[Path], split: str | None = None) -> str:
     return "\n".join(lines) + ("\n\n" + "\n".join(checks) if checks else "")
 
 
+REALLLM_MEASURES = ("em", "f1", "contains", "all_gold", "cite_prec")
+
+
+def realllm_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Means of one set and mode's compact ``realllm-*`` records (bench_real_llm.py):
+    exact match, F1, answer contains gold, all gold retrieved, citation precision; ``kept``:
+    the share of the answers the model wrote (``model``, ``repaired`` or ``replaced``) whose
+    model text reached the user (``model``, ``repaired``); runs with a tool; mean prompt and
+    output tokens; p50/p95 seconds."""
+    written = [r for r in rows if r.get("answer_source") in ("model", "repaired", "replaced")]
+    kept = [r for r in written if r["answer_source"] in ("model", "repaired")]
+    latencies = sorted(r["latency_s"] for r in rows)
+    out: dict[str, Any] = {"n": len(rows)}
+    out.update({k: share(rows, k) for k in REALLLM_MEASURES})
+    out["kept"] = len(kept) / len(written) if written else None
+    out["with_tool"] = sum(r["tool_calls"] >= 1 for r in rows) / len(rows) if rows else None
+    out["prompt_tok"] = statistics.mean(r["prompt_tok"] for r in rows) if rows else None
+    out["out_tok"] = statistics.mean(r["out_tok"] for r in rows) if rows else None
+    out["p50 s"] = statistics.median(latencies) if latencies else None
+    out["p95 s"] = latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else None
+    return out
+
+
+def realllm_table(files: Sequence[Path], split: str | None = None) -> str:
+    """One row per file, set and mode of ``bench/results/realllm-*.jsonl``."""
+    head = ["split", "llm", "commit", "set", "mode", "n", *REALLLM_MEASURES, "kept"]
+    head += ["with tool", "prompt tok", "out tok", "p50 s", "p95 s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for path in files:
+        meta, records = load(path)
+        if not records or (split is not None and meta.get("split") != split):
+            continue
+        fixed = [meta.get("split", "?"), meta.get("llm", "?"), f"`{meta.get('commit')}`"]
+        for name in dict.fromkeys(r["set"] for r in records):
+            for mode in dict.fromkeys(r["mode"] for r in records if r["set"] == name):
+                rows = [r for r in records if r["set"] == name and r["mode"] == mode]
+                values = realllm_summary(rows)
+                cells = [cell(v) for v in values.values()]
+                lines.append("| " + " | ".join([*fixed, name, mode, *cells]) + " |")
+    return "\n".join(lines) if len(lines) > 2 else "(no results)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="update bench/README.md")
@@ -250,7 +293,20 @@ def main() -> None:
         'negation parity over the whole rule sentence, the earlier reader; "clause": the '
         "clause that answers, bounds not counted):\n\n"
     )
-    tail = rerank_intro + reranked + verdict_intro + verdicts
+    realllm_files = sorted(RESULTS.glob("realllm-*.jsonl"))
+    realllm_intro = (
+        "\n\nA real model on the handed sets (`bench/bench_real_llm.py`: guided and ReAct "
+        "runs beside a same-run naive RAG, top-5 hybrid and one generation with the same model "
+        "and prompt; a seeded sample of the split):\n\n"
+    )
+    tail = (
+        rerank_intro
+        + reranked
+        + verdict_intro
+        + verdicts
+        + realllm_intro
+        + realllm_table(realllm_files)
+    )
     quality_files = sorted(RESULTS.glob("quality-*.jsonl"))
     quality_intro = (
         "\n\nAnswer quality on the handed sets (`bench/bench_quality.py`, no LLM unless the "
