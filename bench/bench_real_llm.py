@@ -64,7 +64,7 @@ def naive_records(app: Any, dataset: Any, collection: str, questions: list[Any])
     from sleuth.agents.support import SupportChecker
     from sleuth.tools.base import RunContext
 
-    model = app.agent.reasoner.model
+    model = getattr(app.agent.reasoner, "model", None)  # None: the extractive answer
     checker = SupportChecker(app.kb.embedder)
     records = []
     for q in questions:
