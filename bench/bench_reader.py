@@ -66,6 +66,7 @@ KEEP = (
     "insufficient_context",
     "out_of_scope",
     "answer_source",
+    "answer_replaced",
     "latency_s",
     "timings_ms",
     "tokens",

@@ -182,6 +182,7 @@ def score_run(
         },
         "short_answer": short,
         "answer_source": trace.get("answer_source"),
+        "answer_replaced": trace.get("answer_replaced"),
         # judged sets: key facts stated, the yes/no verdict, declines that had the gold
         "key_facts": (0.0 if insufficient else facts) if facts is not None else None,
         "verdict": verdict,
