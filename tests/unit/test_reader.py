@@ -384,17 +384,19 @@ def test_a_verdict_given_with_its_reason_is_split_into_verdict_and_claim() -> No
     assert rest.answer_text.startswith("If two lamps are lit. A ferry may carry goods")
 
 
+def long_ferry_section(last: int, rule: str) -> str:
+    """A section of ``last`` numbered sub-sections: a licence rule, registers of no interest,
+    then ``rule`` as the last one."""
+    filler = " ".join(
+        f"({n}) A harbour master keeps register number {n} open." for n in range(2, last)
+    )
+    return f"(1) No ferry shall sail without a licence. {filler} ({last}) {rule}"
+
+
 def test_a_long_section_is_focused_on_the_sentences_that_answer() -> None:
     from sleuth.agents.generation import EvidenceSection, focused_evidence
 
-    filler = " ".join(
-        f"({n}) A harbour master keeps register number {n} open." for n in range(2, 40)
-    )
-    text = (
-        "(1) No ferry shall sail without a licence. "
-        + filler
-        + " (40) A ferry may carry goods at night with two lamps lit."
-    )
+    text = long_ferry_section(40, "A ferry may carry goods at night with two lamps lit.")
     long = EvidenceSection("HC_S9", "Test code > Ferries", text, 1)
     short = EvidenceSection("HC_S4", "Test code > Storms", "No ferry sails in a storm.", 2)
     focused = focused_evidence(
@@ -711,14 +713,10 @@ def test_enumerated_items_stop_at_the_first_sentence_that_is_no_item() -> None:
 def test_a_focused_section_keeps_a_lead_in_with_its_items() -> None:
     from sleuth.agents.generation import EvidenceSection, focused_evidence
 
-    filler = " ".join(
-        f"({n}) A harbour master keeps register number {n} open." for n in range(2, 30)
-    )
-    text = (
-        "(1) No ferry shall sail without a licence. "
-        + filler
-        + " (30) A harbour master may seize a ferry in these cases, namely:—\n(a) smuggling;\n"
-        "(b) sailing without lamps;\n(c) overloading."
+    text = long_ferry_section(
+        30,
+        "A harbour master may seize a ferry in these cases, namely:—\n(a) smuggling;\n"
+        "(b) sailing without lamps;\n(c) overloading.",
     )
     long = EvidenceSection("HC_S12", "Test code > Seizure of ferries", text, 1)
     focused = focused_evidence(
