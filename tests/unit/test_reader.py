@@ -22,7 +22,8 @@ from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import clauses, negated, rule_verdict
 from sleuth.eval.datasets import in_split, split_of
 from sleuth.eval.metrics import ends_mid_sentence, key_fact_share, stated_verdict
-from sleuth.retrieval.text import digits, terms
+from sleuth.retrieval.search import join_parts
+from sleuth.retrieval.text import digits, sentences, terms
 from sleuth.tools.base import RunContext
 from sleuth.types import Chunk
 
@@ -725,3 +726,23 @@ def test_a_focused_section_keeps_a_lead_in_with_its_items() -> None:
     body = focused[0].text
     assert "namely:— (a) smuggling; (b) sailing without lamps; (c) overloading." in body
     assert len(body) <= 300
+
+
+def test_a_sub_section_past_the_sentence_cap_is_still_quotable() -> None:
+    from sleuth.agents.quotes import SENTENCES_PER_SECTION, answering_quotes
+
+    illustrations = " ".join(
+        f"({chr(97 + n % 26)}) A rows boat number {n} across the bay." for n in range(45)
+    )
+    rule = chunk(
+        "HC_S20",
+        "(1) Whoever rows a ferry without a licence commits ferrying. Illustrations "
+        + illustrations
+        + " (2) Whoever commits ferrying shall be punished with a fine of ten rupees.",
+        "Ferrying",
+    )
+    ctx = ctx_with(rule)
+    question = "What is the punishment for ferrying?"
+    assert len(sentences(join_parts([rule]))) > SENTENCES_PER_SECTION + 2
+    quotes = answering_quotes(question, ["HC_S20"], ctx, OverlapScorer(), threshold=0.5)  # type: ignore[arg-type]
+    assert any(q.sentence.startswith("(2) Whoever commits ferrying") for q in quotes)

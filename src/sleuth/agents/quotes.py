@@ -23,6 +23,7 @@ scores each pair once: :class:`~sleuth.retrieval.rerank.CrossEncoder` caches the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -46,7 +47,11 @@ MIN_QUOTE_WORDS = 5
 """Words a quoted sentence needs: the sentence splitter leaves fragments of a statute's
 numbering ("(iii) of sub-section") that say nothing on their own."""
 SENTENCES_PER_SECTION = 40
-"""Sentences of each section scored at most, from its start."""
+"""Sentences of each section scored from its start; past them only the openers of numbered
+sub-sections (8 of the 1,059 BNS/BNSS/BSA sections are longer; in 4 of them a sub-section
+past the cap states a rule, e.g. the punishment for theft after its definition and
+illustrations)."""
+_SUB_SECTION = re.compile(r"^\(\d+[A-Z]?\)\s")
 SENTENCE_CHARS = 400
 """Characters of one sentence the cross-encoder reads (it reads ~160 tokens)."""
 ENUMERATION_CHARS = 600
@@ -101,8 +106,9 @@ def sentence_passages(
     chunks: Sequence[Chunk], withheld: dict[str, str] | None = None
 ) -> list[tuple[str, str]]:
     """``(sentence, passage)`` for the first :data:`SENTENCES_PER_SECTION` quotable
-    sentences of a section (:func:`~sleuth.agents.safety.quotable_sentences`; the others go
-    to ``withheld`` with their reason): the passage is the sentence read with its section's
+    sentences of a section and the numbered sub-sections after them
+    (:func:`~sleuth.agents.safety.quotable_sentences`; the others go to ``withheld`` with
+    their reason): the passage is the sentence read with its section's
     title, as the cross-encoder scores it; the sentence, as it is quoted, carries the items
     of the enumeration it introduces (:func:`with_items`)."""
     if not chunks:
@@ -112,11 +118,15 @@ def sentence_passages(
     if withheld is not None:
         for sentence, reason in unsafe.items():
             withheld.setdefault(sentence, reason)
-    said = kept[:SENTENCES_PER_SECTION] or ([title] if not unsafe else [])
-    return [
-        (quoted, f"{title}. {x[:SENTENCE_CHARS]}")
-        for x, quoted in zip(said, with_items(kept)[: len(said)] if kept else said, strict=True)
+    if not kept:
+        return [(title, f"{title}. {title}")] if not unsafe else []
+    # past the cap, a numbered sub-section still states a rule ("(2) Whoever commits theft
+    # shall be punished …" follows a definition and dozens of illustrations)
+    chosen = [
+        i for i in range(len(kept)) if i < SENTENCES_PER_SECTION or _SUB_SECTION.match(kept[i])
     ]
+    quoted = with_items(kept)
+    return [(quoted[i], f"{title}. {kept[i][:SENTENCE_CHARS]}") for i in chosen]
 
 
 def best_sentences(
