@@ -24,7 +24,7 @@ from sleuth.ingest.references import SOURCE_ID_TOKEN, extract_references
 from sleuth.retrieval.hops import main_title
 from sleuth.retrieval.rerank import sigmoid
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import coverage, key_phrase, polarity, terms
+from sleuth.retrieval.text import coverage, key_phrase, opens_sub_section, polarity, terms
 from sleuth.tools.base import RunContext, ToolRegistry
 from sleuth.types import Chunk
 
@@ -56,7 +56,6 @@ SUBORDINATE_PENALTY = 1.5
 """Score lost by an illustration, explanation, exception or proviso: a section's main rule
 answers before its asides."""
 _ILLUSTRATIONS = re.compile(r"^\W*illustrations?\b", re.I)
-_NUMBERED_CLAUSE = re.compile(r"^\W*\(\d+[A-Za-z]?\)\s")
 _SUBORDINATE = re.compile(
     r"^\W*(?:illustrations?|explanation|exception|provided\b|proviso|note\b|see\s+also\b|"
     r"\([a-z]\)\s)",
@@ -295,7 +294,7 @@ def _asides(quotable: list[str]) -> list[tuple[str, bool]]:
     for sentence in quotable:
         if _ILLUSTRATIONS.match(sentence):
             in_illustrations = True
-        elif _NUMBERED_CLAUSE.match(sentence):
+        elif opens_sub_section(sentence):
             in_illustrations = False
         listed = see_also and (out[-1][0].rstrip().endswith(":") or _REFERENCE.match(sentence))
         see_also = bool(_SEE_ALSO.match(sentence)) or bool(listed)

@@ -23,7 +23,6 @@ scores each pair once: :class:`~sleuth.retrieval.rerank.CrossEncoder` caches the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,7 +31,7 @@ from sleuth.agents.citations import section_citation
 from sleuth.agents.safety import quotable_sentences
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import enumerated_items, words
+from sleuth.retrieval.text import enumerated_items, opens_sub_section, words
 from sleuth.tools.base import RunContext
 from sleuth.types import Chunk
 
@@ -51,7 +50,6 @@ SENTENCES_PER_SECTION = 40
 sub-sections (8 of the 1,059 BNS/BNSS/BSA sections are longer; in 4 of them a sub-section
 past the cap states a rule, e.g. the punishment for theft after its definition and
 illustrations)."""
-_SUB_SECTION = re.compile(r"^\(\d+[A-Z]?\)\s")
 SENTENCE_CHARS = 400
 """Characters of one sentence the cross-encoder reads (it reads ~160 tokens)."""
 ENUMERATION_CHARS = 600
@@ -108,9 +106,9 @@ def sentence_passages(
     """``(sentence, passage)`` for the first :data:`SENTENCES_PER_SECTION` quotable
     sentences of a section and the numbered sub-sections after them
     (:func:`~sleuth.agents.safety.quotable_sentences`; the others go to ``withheld`` with
-    their reason): the passage is the sentence read with its section's
-    title, as the cross-encoder scores it; the sentence, as it is quoted, carries the items
-    of the enumeration it introduces (:func:`with_items`)."""
+    their reason): the passage is the sentence read with its section's title, as the
+    cross-encoder scores it; the sentence, as it is quoted, carries the items of the
+    enumeration it introduces (:func:`with_items`)."""
     if not chunks:
         return []
     title = chunks[0].title_path[-1] if chunks[0].title_path else chunks[0].heading
@@ -123,7 +121,7 @@ def sentence_passages(
     # past the cap, a numbered sub-section still states a rule ("(2) Whoever commits theft
     # shall be punished …" follows a definition and dozens of illustrations)
     chosen = [
-        i for i in range(len(kept)) if i < SENTENCES_PER_SECTION or _SUB_SECTION.match(kept[i])
+        i for i in range(len(kept)) if i < SENTENCES_PER_SECTION or opens_sub_section(kept[i])
     ]
     quoted = with_items(kept)
     return [(quoted[i], f"{title}. {kept[i][:SENTENCE_CHARS]}") for i in chosen]

@@ -436,6 +436,12 @@ def sentences(text: str) -> list[str]:
 
 _LEAD_IN = re.compile(r"(?::\s*[-—–]*|[—–]|\bnamely|\bfollowing)\W*$", re.IGNORECASE)
 _ITEM = re.compile(r"^\((?:[a-z]{1,2}|[ivxl]{1,6})\)\s")
+_SUB_SECTION = re.compile(r"^\W*\(\d+[A-Za-z]?\)\s")
+
+
+def opens_sub_section(sentence: str) -> bool:
+    """Whether ``sentence`` opens a numbered sub-section ("(2) Whoever …", "(3A) …")."""
+    return bool(_SUB_SECTION.match(sentence))
 
 
 def enumerated_items(said: Sequence[str], i: int) -> list[int]:
