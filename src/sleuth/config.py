@@ -80,8 +80,10 @@ class Settings(BaseSettings):
         default=None,
         description="SQLAlchemy URL of the catalog; default: sqlite in data_dir",
     )
-    index_backend: Literal["local", "milvus"] = Field(
-        default="local", description="'local' (bm25s + numpy, embedded) or 'milvus'"
+    index_backend: Literal["local", "milvus", "postgres"] = Field(
+        default="local",
+        description="'local' (bm25s + numpy, embedded), 'milvus', or 'postgres' (pgvector + "
+        "BM25 postings in the catalog's database: needs a PostgreSQL database_url)",
     )
     local_ann: Literal["exact", "hnsw"] = Field(
         default="exact",
@@ -92,7 +94,8 @@ class Settings(BaseSettings):
         default=64,
         ge=1,
         le=4096,
-        description="HNSW search beam width (higher: better recall, slower); local_ann=hnsw",
+        description="HNSW search beam width (higher: better recall, slower); local_ann=hnsw "
+        "and the postgres backend",
     )
     milvus_uri: str | None = Field(
         default=None,

@@ -26,6 +26,7 @@ from sleuth.store.factory import open_index
 from sleuth.store.index import RRF_K, Index, rrf_fuse
 from sleuth.store.local_index import LocalIndex, tokenize
 from sleuth.types import Chunk, Hit, Reference
+from tests.postgres import HAVE_POSTGRES, NO_POSTGRES, new_database, postgres_server
 
 DIM = 64
 HAVE_MILVUS = all(importlib.util.find_spec(m) for m in ("pymilvus", "milvus_lite"))
@@ -111,15 +112,28 @@ class Backend:
     open: Callable[[], Index]
 
 
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real PostgreSQL server with pgvector for the whole session (from pgserver)."""
+    with postgres_server(tmp_path_factory.mktemp("pg")) as url:
+        yield url
+
+
 @pytest.fixture(
     params=[
         "local",
         pytest.param("milvus", marks=pytest.mark.skipif(not HAVE_MILVUS, reason=NO_MILVUS)),
+        pytest.param("postgres", marks=pytest.mark.skipif(not HAVE_POSTGRES, reason=NO_POSTGRES)),
     ]
 )
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "local":
         return Backend("local", lambda: LocalIndex(tmp_path / "local-index", DIM))
+    if request.param == "postgres":
+        from sleuth.store.postgres_index import PostgresIndex
+
+        url = new_database(request.getfixturevalue("pg_url"))
+        return Backend("postgres", lambda: PostgresIndex(url, "conformance-test", DIM))
     from sleuth.store.milvus_index import MilvusIndex
 
     uri = str(tmp_path / "milvus" / "test.db")
@@ -732,11 +746,24 @@ WORLD = [
 ]
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[LocalIndex]:
-    with LocalIndex(tmp_path / "world", DIM) as ix:
-        ix.add(WORLD, vectors(WORLD))
-        yield ix
+@pytest.fixture(
+    params=[
+        "local",
+        pytest.param("postgres", marks=pytest.mark.skipif(not HAVE_POSTGRES, reason=NO_POSTGRES)),
+    ]
+)
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Index]:
+    """The multilingual corpus on each backend that analyses text with sleuth's analyzer
+    (Milvus analyses server-side: see :mod:`sleuth.store.milvus_index`)."""
+    if request.param == "local":
+        ix: Index = LocalIndex(tmp_path / "world", DIM)
+    else:
+        from sleuth.store.postgres_index import PostgresIndex
+
+        ix = PostgresIndex(new_database(request.getfixturevalue("pg_url")), "world", DIM)
+    ix.add(WORLD, vectors(WORLD))
+    yield ix
+    ix.close()
 
 
 @pytest.mark.parametrize(
@@ -759,19 +786,19 @@ def world(tmp_path: Path) -> Iterator[LocalIndex]:
         ("👍🏽", "em_S2"),  # a skin tone does not matter
     ],
 )
-def test_local_bm25_reads_every_language(world: LocalIndex, query: str, expected: str) -> None:
+def test_bm25_reads_every_language(world: Index, query: str, expected: str) -> None:
     hits = world.search_bm25(query, 3)
     assert hits and hits[0].chunk.source_id == expected, (query, ids(hits))
 
 
-def test_local_bm25_cjk_needs_the_bigram(world: LocalIndex) -> None:
+def test_bm25_cjk_needs_the_bigram(world: Index) -> None:
     """One shared character is not a match: 首都 is, 首 alone (a one-character query) only
     matches a one-character run."""
     assert {h.chunk.source_id for h in world.search_bm25("首都", 5)} == {"ja_S1", "zh_S1"}
     assert world.search_bm25("京阪", 5) == []
 
 
-def test_local_bm25_english_stemming_unchanged(world: LocalIndex) -> None:
+def test_bm25_english_stemming_unchanged(world: Index) -> None:
     """Issue 12: English keeps its stop words and Snowball stems."""
     assert {h.chunk.source_id for h in world.search_bm25("punished", 5)} == {"en_S1", "en_S2"}
     assert {h.chunk.source_id for h in world.search_bm25("punishments", 5)} == {
@@ -856,3 +883,150 @@ def test_local_journal_records_without_term_counts_are_counted_again(tmp_path: P
     journal.write_text("".join(json.dumps(r) + "\n" for r in records))
     with LocalIndex(directory, DIM) as ix:
         assert ids(ix.search_bm25("aardvark burrowing", 3)) == expected == [AARDVARK]
+
+
+# --------------------------------------------------------------------------- postgres
+
+needs_postgres = pytest.mark.skipif(not HAVE_POSTGRES, reason=NO_POSTGRES)
+
+
+@needs_postgres
+def test_postgres_bm25_scores_equal_the_local_index(pg_url: str, tmp_path: Path) -> None:
+    """One BM25 (same analyzer, same Lucene formula, same k1/b): the same hits with the same
+    scores on both backends, after adds, a replaced chunk and a deleted document."""
+    from sleuth.store.postgres_index import PostgresIndex
+
+    corpus = CORPUS + WORLD
+    with (
+        LocalIndex(tmp_path / "twin", DIM) as local,
+        PostgresIndex(new_database(pg_url), "twin", DIM) as pg,
+    ):
+        for ix in (local, pg):
+            ix.add(corpus[:9], vectors(corpus[:9]))
+            ix.add(corpus[9:], vectors(corpus[9:]))
+            changed = [corpus[1].model_copy(update={"text": "Theft of property, twice theft."})]
+            ix.add(changed, vectors(changed))
+            assert ix.delete_document("ko") == 2
+        for query in ("dishonestly property", "theft theft punished", "東京 首都", "aardvark"):
+            want = [(h.chunk.chunk_id, h.score) for h in local.search_bm25(query, 10)]
+            got = [(h.chunk.chunk_id, h.score) for h in pg.search_bm25(query, 10)]
+            assert [c for c, _ in got] == [c for c, _ in want], query
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-4), query
+        assert pg.search_bm25("서울", 5) == []  # the deleted document's terms are gone
+
+
+@needs_postgres
+def test_postgres_filtered_dense_search_is_exact(pg_url: str) -> None:
+    """A doc_ids filter is applied before ranking, even when the allowed chunks are far
+    from the query (an HNSW scan filtered afterwards could return nothing)."""
+    from sleuth.store.postgres_index import PostgresIndex
+
+    rng = np.random.default_rng(7)
+    chunks = [make_chunk(f"d{i % 40}", i, f"filler text number {i}") for i in range(400)]
+    vecs = rng.normal(size=(400, DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    with PostgresIndex(new_database(pg_url), "filtered", DIM, ef_search=10) as ix:
+        ix.add(chunks, vecs)
+        query = -vecs[0]  # the farthest possible from d0's first chunk
+        hits = ix.search_dense(query, 5, doc_ids=["d0"])
+        want = sorted(range(0, 400, 40), key=lambda i: -float(vecs[i] @ query))[:5]
+        assert [h.chunk.chunk_id for h in hits] == [chunks[i].chunk_id for i in want]
+        assert ix.search_dense(query, 5, doc_ids=[]) == []
+
+
+@needs_postgres
+def test_postgres_dim_mismatch_and_foreign_schema(pg_url: str) -> None:
+    import psycopg
+
+    from sleuth.store.postgres_index import PostgresIndex, libpq_url, schema_name
+
+    url = new_database(pg_url)
+    with PostgresIndex(url, "dims", DIM) as ix:
+        ix.add(CORPUS[:2], vectors(CORPUS[:2]))
+    with pytest.raises(EmbeddingModelMismatch, match="64-d"):
+        PostgresIndex(url, "dims", DIM + 1)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema_name("foreign")}"')
+    with pytest.raises(ConfigError, match="not made by sleuth"):
+        PostgresIndex(url, "foreign", DIM)
+
+
+@needs_postgres
+def test_postgres_recounts_terms_made_by_an_older_analyzer(pg_url: str) -> None:
+    import psycopg
+
+    from sleuth.store.postgres_index import PostgresIndex, libpq_url, schema_name
+
+    url = new_database(pg_url)
+    with PostgresIndex(url, "old", DIM) as ix:
+        ix.add(WORLD, vectors(WORLD))
+        want = [(h.chunk.chunk_id, h.score) for h in ix.search_bm25("Aschenbrodel 東京", 5)]
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:  # as an older sleuth left it
+        conn.execute(f'UPDATE "{schema_name("old")}".meta SET analyzer = 1')
+        conn.execute(f'TRUNCATE "{schema_name("old")}".postings')
+    with PostgresIndex(url, "old", DIM) as ix:
+        got = [(h.chunk.chunk_id, h.score) for h in ix.search_bm25("Aschenbrodel 東京", 5)]
+        assert [c for c, _ in got] == [c for c, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-6)
+        assert ix.delete_document("de") == 1  # the recounted term ids find their postings
+        assert ids(ix.search_bm25("Aschenbrodel 東京", 5)) == ["ja_S1#0"]
+        assert ix.search_bm25("Märchen", 5) == []
+
+
+@needs_postgres
+def test_postgres_failed_add_leaves_the_index_unchanged(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An add that fails half-way (here: while writing the chunk rows, after the postings)
+    is rolled back whole: counts, postings and document frequencies as before."""
+    from sleuth.store import postgres_index
+    from sleuth.store.postgres_index import PostgresIndex
+
+    with PostgresIndex(new_database(pg_url), "atomic", DIM) as ix:
+        ix.add(CORPUS[:3], vectors(CORPUS[:3]))
+        before = [(h.chunk.chunk_id, h.score) for h in ix.search_bm25("theft robbery", 5)]
+
+        def broken(vector: np.ndarray) -> str:
+            raise OSError("disk full")
+
+        with monkeypatch.context() as m:
+            m.setattr(postgres_index, "vector_literal", broken)
+            with pytest.raises(OSError):
+                ix.add(CORPUS[1:], vectors(CORPUS[1:]))
+        assert ix.count() == 3
+        assert [(h.chunk.chunk_id, h.score) for h in ix.search_bm25("theft robbery", 5)] == before
+
+
+@needs_postgres
+def test_postgres_two_processes_write_one_index(pg_url: str, tmp_path: Path) -> None:
+    """Writers in two processes queue on the index's advisory lock: both documents land and
+    the document frequencies count both."""
+    from sleuth.store.postgres_index import PostgresIndex
+
+    url = new_database(pg_url)
+    PostgresIndex(url, "shared", DIM).close()
+    code = (
+        "import sys; sys.path[:0] = {paths!r}\n"
+        "from tests.unit.test_index_conformance import by_doc, vectors\n"
+        "from sleuth.store.postgres_index import PostgresIndex\n"
+        "with PostgresIndex({url!r}, 'shared', {dim}) as ix:\n"
+        "    for _ in range(5):\n"
+        "        ix.add(by_doc({doc!r}), vectors(by_doc({doc!r})))\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code.format(paths=[root], url=url, dim=DIM, doc=doc)]
+        )
+        for doc in ("bns", "ipc")
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    with PostgresIndex(url, "shared", DIM) as ix:
+        assert ix.count() == len(by_doc("bns")) + len(by_doc("ipc"))
+        # "property" is in bns_S2 and ipc_S2: df 2 of N 5, as a fresh index would count it
+        with LocalIndex(tmp_path / "fresh", DIM) as fresh:
+            fresh.add(by_doc("bns") + by_doc("ipc"), vectors(by_doc("bns") + by_doc("ipc")))
+            want = [(h.chunk.chunk_id, h.score) for h in fresh.search_bm25("property", 5)]
+        got = [(h.chunk.chunk_id, h.score) for h in ix.search_bm25("property", 5)]
+        assert [c for c, _ in got] == [c for c, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-4)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from sleuth.config import Settings
+from sleuth.errors import ConfigError
 from sleuth.store.catalog import validate_collection_name
 from sleuth.store.index import Index
 
@@ -20,7 +21,9 @@ def open_index(settings: Settings, collection: str, dim: int) -> Index:
     ``<data_dir>/indexes/<collection>`` (dense search exact, or HNSW with
     ``settings.local_ann="hnsw"``). ``milvus``:
     :class:`~sleuth.store.milvus_index.MilvusIndex` at ``settings.milvus_uri``, or a Milvus
-    Lite file ``<data_dir>/milvus.db`` when no URI is set.
+    Lite file ``<data_dir>/milvus.db`` when no URI is set. ``postgres``:
+    :class:`~sleuth.store.postgres_index.PostgresIndex` in the catalog's database
+    (``settings.database_url``, which must then be a PostgreSQL URL).
 
     Args:
         settings: the settings in force.
@@ -28,9 +31,11 @@ def open_index(settings: Settings, collection: str, dim: int) -> Index:
         dim: dimension of the embedding model's vectors.
 
     Raises:
-        MissingExtraError: the milvus backend without ``sleuth[milvus]`` installed.
+        MissingExtraError: the milvus (postgres) backend without ``sleuth[milvus]``
+            (``sleuth[postgres]``) installed.
         EmbeddingModelMismatch: the index exists with vectors of another dimension.
-        ConfigError: the index cannot be opened with these settings.
+        ConfigError: the index cannot be opened with these settings (postgres: no
+            PostgreSQL ``database_url``).
         UserError: an invalid collection name (see
             :func:`~sleuth.store.catalog.validate_collection_name`).
     """
@@ -62,6 +67,15 @@ def _open_backend(settings: Settings, name: str, dim: int) -> Index:
 
         uri = settings.milvus_uri or str(settings.data_dir / "milvus.db")
         return MilvusIndex(uri, name, dim, settings.milvus_token)
+    if settings.index_backend == "postgres":
+        from sleuth.store.postgres_index import PostgresIndex
+
+        if not settings.database_url:
+            raise ConfigError(
+                "SLEUTH_INDEX_BACKEND=postgres keeps the index in the catalog's database: "
+                "set SLEUTH_DATABASE_URL to a PostgreSQL URL (postgresql+psycopg://user@host/db)"
+            )
+        return PostgresIndex(settings.database_url, name, dim, ef_search=settings.hnsw_ef_search)
     from sleuth.store.local_index import LocalIndex
 
     return LocalIndex(

@@ -1,0 +1,620 @@
+"""A PostgreSQL index: BM25 over postings tables, pgvector HNSW dense search, RRF hybrid.
+
+One schema per sleuth collection (:func:`schema_name`), in the catalog's database::
+
+    meta      one row: format, dim, analyzer version, number of chunks, total term count
+    chunks    row_id bigserial, chunk_id text unique, doc_id text (btree), payload text (the
+              whole Chunk as JSON), embedding vector(dim) (HNSW, inner product), n_terms,
+              term_ids int[] (the chunk's distinct terms, so a delete finds its postings)
+    terms     term_id serial, term text unique, df (chunks holding the term)
+    postings  (term_id, row_id) primary key INCLUDE (tf, dl): one row per term of a chunk
+
+Lexical search is Okapi BM25 as in :class:`~sleuth.store.local_index.LocalIndex` (the Lucene
+variant, Kamphuis et al., ECIR 2020: idf = ln(1 + (N − df + 0.5)/(df + 0.5)), term weight
+idf · tf / (tf + k1 · (1 − b + b · dl/avgdl)), k1 = 1.5, b = 0.75, a repeated query term
+counted again), computed in SQL from the postings of the query's terms (an index-only scan
+of the primary key). Terms come from the same analyzer as the local backend
+(:func:`sleuth.retrieval.text.analyze`: accents folded, CJK character bigrams, emoji, English
+stemming), applied in Python on both sides, so both backends find the same chunks for any
+script. Postgres' own ``tsvector`` was not used: its parsers neither cut CJK into bigrams nor
+keep emoji, and ``ts_rank`` has no IDF.
+
+Dense search is pgvector's HNSW index (Malkov & Yashunin, IEEE TPAMI 2018) on inner product
+(vectors are L2-normalised, so inner product = cosine), ``hnsw.ef_search`` = ``max(ef_search,
+k)`` (at most 1,000, pgvector's limit); with a ``doc_ids`` filter the search is exact (the
+filter first, then the distances), so filters are always honoured. Hybrid search fuses the
+two rankings with :func:`sleuth.store.index.rrf_fuse` (Cormack et al., SIGIR 2009), as the
+local backend does.
+
+Every change is one transaction that first takes a transaction-level advisory lock on the
+index (writers of one index queue, readers never wait): a crash leaves the index as before
+the change. Several processes may use one database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from sleuth.errors import ConfigError, EmbeddingModelMismatch, require
+from sleuth.retrieval.text import ANALYZER_VERSION, analyze
+from sleuth.store.index import rrf_fuse
+from sleuth.store.local_index import BM25_B, BM25_K1
+from sleuth.types import Chunk, Hit, Retriever
+
+FORMAT_VERSION = 1
+MAX_EF_SEARCH = 1000
+"""pgvector's largest ``hnsw.ef_search``."""
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+_PURPOSE = "the PostgreSQL index"
+_IDENT_MAX = 63  # Postgres truncates identifiers to 63 bytes
+
+
+def schema_name(name: str) -> str:
+    """The Postgres schema holding the index of collection (or internal index) ``name``.
+
+    ``sleuth_ix_<name>`` lower-cased, other characters than letters, digits and ``_``
+    replaced by ``_``; when anything was replaced, lower-cased or cut, a hash of the
+    original name is appended so that distinct names never share a schema. At most 63
+    bytes (Postgres' identifier limit).
+    """
+    clean = re.sub(r"[^0-9a-z_]", "_", name.lower())
+    out = f"sleuth_ix_{clean}"
+    if clean != name or len(out) > _IDENT_MAX:
+        digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:10]
+        out = f"{out[: _IDENT_MAX - 11]}_{digest}"
+    return out
+
+
+def libpq_url(url: str) -> str:
+    """A libpq connection URI for a SQLAlchemy URL (``postgresql+psycopg://…`` → ``postgresql://…``).
+
+    Raises:
+        ConfigError: not a PostgreSQL URL.
+    """
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception as exc:
+        raise ConfigError(f"SLEUTH_DATABASE_URL is not a database URL: {exc}") from exc
+    if parsed.get_backend_name() != "postgresql":
+        raise ConfigError(
+            "SLEUTH_INDEX_BACKEND=postgres keeps the index in the catalog's database, so "
+            "SLEUTH_DATABASE_URL must be a PostgreSQL URL (postgresql+psycopg://user@host/db), "
+            f"not {parsed.get_backend_name()!r}"
+        )
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    """pgvector's text form of a float vector: ``[0.1,-0.2,…]`` (float32 round-trips)."""
+    return "[" + ",".join(f"{x:.9g}" for x in np.asarray(vector, dtype=np.float32).tolist()) + "]"
+
+
+def parse_vector(text: str) -> np.ndarray:
+    """A pgvector text value (``[0.1,-0.2]``) as a float32 array."""
+    return np.array(text.strip("[]").split(","), dtype=np.float32)
+
+
+class PostgresIndex:
+    """Index of one collection in PostgreSQL with pgvector.
+
+    Implements :class:`sleuth.store.index.Index`. Thread-safe (a small connection pool);
+    safe to use from several processes.
+
+    Args:
+        url: SQLAlchemy or libpq URL of the database (``postgresql+psycopg://user@host/db``).
+        collection: sleuth collection name, or an internal index name (``_memory``).
+        dim: dimension of the dense vectors.
+        ef_search: HNSW search beam width (raised to ``k`` per search, at most 1,000).
+        pool_size: most connections this instance holds open.
+
+    Raises:
+        MissingExtraError: psycopg / psycopg-pool are not installed (``sleuth[postgres]``).
+        ConfigError: the database cannot be reached, has no ``vector`` extension and the
+            user may not create it, or the schema exists but was not made by sleuth.
+        EmbeddingModelMismatch: the index holds vectors of another dimension.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        collection: str,
+        dim: int,
+        ef_search: int = 64,
+        pool_size: int = 4,
+    ) -> None:
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        if ef_search < 1:
+            raise ValueError(f"ef_search must be >= 1, got {ef_search}")
+        require("psycopg", "postgres", _PURPOSE)
+        pool_mod: Any = require("psycopg_pool", "postgres", _PURPOSE)
+        self.collection = collection
+        self.schema = schema_name(collection)
+        self.dim = int(dim)
+        self.ef_search = int(ef_search)
+        self._lock_key = int.from_bytes(hashlib.sha1(self.schema.encode()).digest()[:8], "big") - (
+            1 << 63
+        )
+        self._closed = False
+        self._state_lock = threading.Lock()
+        conninfo = libpq_url(url) if "+" in url.split("://", 1)[0] else url
+        try:
+            self._pool: Any = pool_mod.ConnectionPool(
+                conninfo, min_size=1, max_size=pool_size, open=True, timeout=30
+            )
+            self._pool.wait(timeout=30)
+        except Exception as exc:
+            raise ConfigError(f"cannot open {_PURPOSE} at {_masked(url)}: {exc}") from exc
+        try:
+            self._open_schema()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # ------------------------------------------------------------------ setup
+
+    def _q(self, sql: str) -> Any:
+        """``sql`` with ``{s}`` replaced by this index's (quoted) schema."""
+        from psycopg import sql as pgsql
+
+        return pgsql.SQL(sql).format(s=pgsql.Identifier(self.schema))
+
+    def _open_schema(self) -> None:
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            try:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except Exception as exc:
+                raise ConfigError(
+                    f"{_PURPOSE} needs the pgvector extension ('CREATE EXTENSION vector' "
+                    f"failed: {exc}); install pgvector on the server or ask its owner to "
+                    "create the extension"
+                ) from exc
+            row = conn.execute(
+                "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
+                (self.schema,),
+            ).fetchone()
+            if row is None:
+                self._create_schema(conn)
+                return
+            try:
+                meta = conn.execute(
+                    self._q("SELECT format, dim, analyzer FROM {s}.meta")
+                ).fetchone()
+            except Exception as exc:
+                raise ConfigError(
+                    f"schema {self.schema!r} exists but was not made by sleuth ({exc})"
+                ) from exc
+            if meta is None or meta[0] != FORMAT_VERSION:
+                raise ConfigError(
+                    f"schema {self.schema!r} holds an index of an unknown format "
+                    f"({None if meta is None else meta[0]}); this sleuth reads {FORMAT_VERSION}"
+                )
+            if meta[1] != self.dim:
+                raise EmbeddingModelMismatch(
+                    f"the PostgreSQL index {self.schema!r} holds {meta[1]}-d vectors but the "
+                    f"embedding model gives {self.dim}-d; use the model the collection was "
+                    "built with, or rebuild it"
+                )
+            if meta[2] != ANALYZER_VERSION:
+                self._recount_terms(conn)
+
+    def _create_schema(self, conn: Any) -> None:
+        for statement in (
+            "CREATE SCHEMA {s}",
+            "CREATE TABLE {s}.meta (one boolean PRIMARY KEY DEFAULT true CHECK (one), "
+            "format int NOT NULL, dim int NOT NULL, analyzer int NOT NULL, "
+            "n bigint NOT NULL DEFAULT 0, total_len bigint NOT NULL DEFAULT 0)",
+            f"CREATE TABLE {{s}}.chunks (row_id bigserial PRIMARY KEY, "
+            f"chunk_id text NOT NULL UNIQUE, doc_id text NOT NULL, payload text NOT NULL, "
+            f"embedding vector({self.dim}) NOT NULL, n_terms int NOT NULL, "
+            f"term_ids int[] NOT NULL)",
+            "CREATE INDEX ON {s}.chunks (doc_id)",
+            f"CREATE INDEX ON {{s}}.chunks USING hnsw (embedding vector_ip_ops) "
+            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})",
+            "CREATE TABLE {s}.terms (term_id serial PRIMARY KEY, term text NOT NULL UNIQUE, "
+            "df int NOT NULL)",
+            "CREATE TABLE {s}.postings (term_id int NOT NULL, row_id bigint NOT NULL, "
+            "tf real NOT NULL, dl real NOT NULL, PRIMARY KEY (term_id, row_id) INCLUDE (tf, dl))",
+        ):
+            conn.execute(self._q(statement))
+        conn.execute(
+            self._q("INSERT INTO {s}.meta (format, dim, analyzer) VALUES (%s, %s, %s)"),
+            (FORMAT_VERSION, self.dim, ANALYZER_VERSION),
+        )
+
+    def _recount_terms(self, conn: Any) -> None:
+        """Rebuild the postings from the stored chunk texts (an index made by another
+        analyzer version); nothing is re-embedded."""
+        conn.execute(self._q("TRUNCATE {s}.postings, {s}.terms"))
+        conn.execute(
+            self._q("UPDATE {s}.meta SET total_len = 0, analyzer = %s"), (ANALYZER_VERSION,)
+        )
+        rows = conn.execute(self._q("SELECT row_id, payload FROM {s}.chunks")).fetchall()
+        counts = [Counter(analyze(Chunk.model_validate_json(p).index_text())) for _, p in rows]
+        row_ids = [r for r, _ in rows]
+        term_ids = self._write_terms(conn, row_ids, counts)
+        with conn.cursor() as cur:
+            cur.executemany(
+                self._q("UPDATE {s}.chunks SET term_ids = %s, n_terms = %s WHERE row_id = %s"),
+                [
+                    (ids, sum(tf.values()), row)
+                    for row, ids, tf in zip(row_ids, term_ids, counts, strict=True)
+                ],
+            )
+
+    # ------------------------------------------------------------------ Index protocol
+
+    def add(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        """Insert chunks with their vectors; a chunk whose ``chunk_id`` exists replaces it.
+
+        One transaction (all or nothing). Nothing is re-embedded.
+
+        Args:
+            chunks: the chunks; a repeated ``chunk_id`` in one call keeps the last one.
+            vectors: float array of shape ``(len(chunks), dim)``, rows L2-normalised.
+
+        Raises:
+            ValueError: the shape of ``vectors`` does not match.
+        """
+        vecs = np.asarray(vectors, dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape != (len(chunks), self.dim):
+            raise ValueError(
+                f"vectors must have shape ({len(chunks)}, {self.dim}), got {vecs.shape}"
+            )
+        last = {c.chunk_id: i for i, c in enumerate(chunks)}
+        keep = sorted(last.values())
+        if not keep:
+            self._check_open()
+            return
+        batch = [chunks[i] for i in keep]
+        counts = [Counter(analyze(c.index_text())) for c in batch]
+        with self._write() as conn:
+            self._delete_rows(conn, "chunk_id = ANY(%s)", [c.chunk_id for c in batch])
+            row_ids = [
+                r[0]
+                for r in conn.execute(
+                    self._q(
+                        "SELECT nextval(pg_get_serial_sequence(%s, 'row_id')) "
+                        "FROM generate_series(1, %s)"
+                    ),
+                    (f'"{self.schema}".chunks', len(batch)),
+                ).fetchall()
+            ]
+            term_ids = self._write_terms(conn, row_ids, counts)
+            with conn.cursor().copy(
+                self._q(
+                    "COPY {s}.chunks (row_id, chunk_id, doc_id, payload, embedding, n_terms, "
+                    "term_ids) FROM STDIN"
+                )
+            ) as copy:
+                for row_id, chunk, vec, tf, ids in zip(
+                    row_ids, batch, vecs[keep], counts, term_ids, strict=True
+                ):
+                    copy.write_row(
+                        (
+                            row_id,
+                            chunk.chunk_id,
+                            chunk.doc_id,
+                            chunk.model_dump_json(),
+                            vector_literal(vec),
+                            sum(tf.values()),
+                            ids,
+                        )
+                    )
+            conn.execute(
+                self._q("UPDATE {s}.meta SET n = n + %s"),
+                (len(batch),),
+            )
+
+    def delete_document(self, doc_id: str) -> int:
+        """Remove every chunk of ``doc_id``; return how many were removed (0 if unknown)."""
+        with self._write() as conn:
+            return self._delete_rows(conn, "doc_id = %s", doc_id)
+
+    def count(self) -> int:
+        """Number of chunks held."""
+        with self._read() as conn:
+            return int(conn.execute(self._q("SELECT n FROM {s}.meta")).fetchone()[0])
+
+    def search_bm25(self, query: str, k: int, doc_ids: Sequence[str] | None = None) -> list[Hit]:
+        """Top-k chunks by BM25 over ``Chunk.index_text()`` (see the module docstring).
+
+        Args:
+            query: free text, analysed by :func:`sleuth.retrieval.text.analyze`.
+            k: number of hits wanted (>= 1).
+            doc_ids: if given, only chunks of these documents are ranked (filter first).
+
+        Returns:
+            Up to ``k`` hits with a positive score, best first, equal scores by
+            ``chunk_id``; ``[]`` when the query has no indexed term.
+
+        Raises:
+            ValueError: ``k`` < 1.
+        """
+        _check_k(k)
+        with self._read() as conn:
+            return _hits(self._bm25(conn, query, k, doc_ids), "bm25")
+
+    def search_dense(
+        self, vector: np.ndarray, k: int, doc_ids: Sequence[str] | None = None
+    ) -> list[Hit]:
+        """Top-k chunks by cosine similarity (inner product of normalised vectors).
+
+        HNSW without a filter, exact with ``doc_ids``.
+
+        Args:
+            vector: float array of shape ``(dim,)`` (or ``(1, dim)``), L2-normalised.
+            k: number of hits wanted (>= 1).
+            doc_ids: if given, only chunks of these documents are ranked.
+
+        Raises:
+            ValueError: ``k`` < 1 or the vector has the wrong shape.
+        """
+        _check_k(k)
+        q = self._query_vector(vector)
+        with self._read() as conn:
+            return _hits(self._dense(conn, q, k, doc_ids), "dense")
+
+    def search_hybrid(
+        self,
+        query: str,
+        vector: np.ndarray,
+        k: int,
+        doc_ids: Sequence[str] | None = None,
+    ) -> list[Hit]:
+        """Top-k chunks by RRF fusion of the BM25 and dense rankings (each contributes its
+        top ``max(50, 4k)``), as :meth:`LocalIndex.search_hybrid`.
+
+        Raises:
+            ValueError: ``k`` < 1 or the vector has the wrong shape.
+        """
+        _check_k(k)
+        q = self._query_vector(vector)
+        n_cand = max(50, 4 * k)
+        with self._read() as conn:
+            bm25 = _hits(self._bm25(conn, query, n_cand, doc_ids), "bm25")
+            dense = _hits(self._dense(conn, q, n_cand, doc_ids), "dense")
+        return rrf_fuse([bm25, dense], k)
+
+    def close(self) -> None:
+        """Close the connection pool; later calls raise ``RuntimeError``."""
+        with self._state_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._pool.close()
+
+    # ------------------------------------------------------------------ extras
+
+    def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """The chunks with these ids, in the order asked; unknown ids are skipped."""
+        if not chunk_ids:
+            self._check_open()
+            return []
+        with self._read() as conn:
+            rows = conn.execute(
+                self._q("SELECT chunk_id, payload FROM {s}.chunks WHERE chunk_id = ANY(%s)"),
+                (list(chunk_ids),),
+            ).fetchall()
+        by_id = {cid: Chunk.model_validate_json(p) for cid, p in rows}
+        return [by_id[cid] for cid in chunk_ids if cid in by_id]
+
+    def chunk_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of these chunks (shape ``(dim,)``); unknown ids left out."""
+        if not chunk_ids:
+            self._check_open()
+            return {}
+        with self._read() as conn:
+            rows = conn.execute(
+                self._q(
+                    "SELECT chunk_id, embedding::text FROM {s}.chunks WHERE chunk_id = ANY(%s)"
+                ),
+                (list(chunk_ids),),
+            ).fetchall()
+        return {cid: parse_vector(v) for cid, v in rows}
+
+    def chunk_ids(self) -> set[str]:
+        """Every ``chunk_id`` held (for resumable copies: what is already here)."""
+        with self._read() as conn:
+            return {r[0] for r in conn.execute(self._q("SELECT chunk_id FROM {s}.chunks"))}
+
+    def drop(self) -> None:
+        """Drop the whole index (its schema, irreversibly), then close it."""
+        with self._write() as conn:
+            conn.execute(self._q("DROP SCHEMA {s} CASCADE"))
+        self.close()
+
+    def __enter__(self) -> PostgresIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresIndex({self.schema!r}, dim={self.dim})"
+
+    # ------------------------------------------------------------------ internals
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed")
+
+    @contextmanager
+    def _read(self) -> Iterator[Any]:
+        self._check_open()
+        with self._pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self) -> Iterator[Any]:
+        self._check_open()
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            yield conn
+
+    def _write_terms(
+        self, conn: Any, row_ids: Sequence[int], counts: Sequence[Counter[str]]
+    ) -> list[list[int]]:
+        """Add the postings of new rows (their terms' ``df`` and the total length too);
+        return each row's term ids."""
+        df: Counter[str] = Counter()
+        for tf in counts:
+            df.update(tf.keys())
+        ids: dict[str, int] = {}
+        if df:
+            terms = sorted(df)
+            for term_id, term in conn.execute(
+                self._q(
+                    "INSERT INTO {s}.terms AS t (term, df) SELECT * FROM unnest(%s::text[], "
+                    "%s::int[]) ON CONFLICT (term) DO UPDATE SET df = t.df + excluded.df "
+                    "RETURNING term_id, term"
+                ),
+                (terms, [df[t] for t in terms]),
+            ).fetchall():
+                ids[term] = term_id
+        out: list[list[int]] = []
+        total = 0
+        with conn.cursor().copy(
+            self._q("COPY {s}.postings (term_id, row_id, tf, dl) FROM STDIN")
+        ) as copy:
+            for row_id, tf in zip(row_ids, counts, strict=True):
+                dl = sum(tf.values())
+                total += dl
+                out.append([ids[t] for t in tf])
+                for term, n in tf.items():
+                    copy.write_row((ids[term], row_id, n, dl))
+        conn.execute(self._q("UPDATE {s}.meta SET total_len = total_len + %s"), (total,))
+        return out
+
+    def _delete_rows(self, conn: Any, where: str, value: Any) -> int:
+        """Delete the chunks matching ``where`` with their postings; return how many."""
+        gone = conn.execute(
+            self._q(f"DELETE FROM {{s}}.chunks WHERE {where} RETURNING row_id, n_terms, term_ids"),
+            (value,),
+        ).fetchall()
+        if not gone:
+            return 0
+        row_ids = [r[0] for r in gone]
+        conn.execute(
+            self._q(
+                "DELETE FROM {s}.postings p USING unnest(%s::int[], %s::bigint[]) "
+                "AS g(term_id, row_id) WHERE p.term_id = g.term_id AND p.row_id = g.row_id"
+            ),
+            _pairs(gone),
+        )
+        df = Counter(t for r in gone for t in r[2])
+        if df:
+            conn.execute(
+                self._q(
+                    "UPDATE {s}.terms t SET df = t.df - x.c FROM unnest(%s::int[], %s::int[]) "
+                    "AS x(term_id, c) WHERE t.term_id = x.term_id"
+                ),
+                (list(df), list(df.values())),
+            )
+        conn.execute(
+            self._q("UPDATE {s}.meta SET n = n - %s, total_len = total_len - %s"),
+            (len(row_ids), sum(r[1] for r in gone)),
+        )
+        return len(row_ids)
+
+    def _bm25(
+        self, conn: Any, query: str, k: int, doc_ids: Sequence[str] | None
+    ) -> list[tuple[str, str, float]]:
+        qtf = Counter(analyze(query))
+        if not qtf or (doc_ids is not None and not doc_ids):
+            return []
+        terms = sorted(qtf)
+        where, params = "", [terms, [float(qtf[t]) for t in terms], BM25_K1, BM25_B, BM25_B]
+        if doc_ids is not None:
+            where = "WHERE p.row_id IN (SELECT row_id FROM {s}.chunks WHERE doc_id = ANY(%s))"
+            params.append(sorted(set(doc_ids)))
+        params.append(k)
+        sql = (
+            "WITH st AS (SELECT n::float8 AS n, "
+            "greatest(total_len::float8 / greatest(n, 1), 1e-9) AS avgdl FROM {s}.meta), "
+            "q AS (SELECT t.term_id, x.qtf * ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS w "
+            "FROM unnest(%s::text[], %s::float8[]) AS x(term, qtf) "
+            "JOIN {s}.terms t ON t.term = x.term CROSS JOIN st WHERE t.df > 0), "
+            "scored AS (SELECT p.row_id, sum(q.w * p.tf / (p.tf + %s * (1 - %s + %s * p.dl "
+            "/ st.avgdl))) AS score FROM q JOIN {s}.postings p ON p.term_id = q.term_id "
+            f"CROSS JOIN st {where} GROUP BY p.row_id ORDER BY score DESC, p.row_id LIMIT %s) "
+            "SELECT c.chunk_id, c.payload, s.score FROM scored s JOIN {s}.chunks c "
+            "ON c.row_id = s.row_id"
+        )
+        rows = conn.execute(self._q(sql), params).fetchall()
+        return [(cid, payload, float(score)) for cid, payload, score in rows if score > 0]
+
+    def _dense(
+        self, conn: Any, q: np.ndarray, k: int, doc_ids: Sequence[str] | None
+    ) -> list[tuple[str, str, float]]:
+        literal = vector_literal(q)
+        if doc_ids is not None:
+            if not doc_ids:
+                return []
+            # "+ 0": an expression the HNSW index cannot serve, so the filter comes first
+            return [
+                (cid, payload, float(score))
+                for cid, payload, score in conn.execute(
+                    self._q(
+                        "SELECT chunk_id, payload, -(embedding <#> %s::vector) FROM {s}.chunks "
+                        "WHERE doc_id = ANY(%s) ORDER BY (embedding <#> %s::vector) + 0 LIMIT %s"
+                    ),
+                    (literal, sorted(set(doc_ids)), literal, k),
+                ).fetchall()
+            ]
+        with conn.transaction():
+            conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(self.ef_search, k), MAX_EF_SEARCH)}")
+            rows = conn.execute(
+                self._q(
+                    "SELECT chunk_id, payload, -(embedding <#> %s::vector) FROM {s}.chunks "
+                    "ORDER BY embedding <#> %s::vector LIMIT %s"
+                ),
+                (literal, literal, k),
+            ).fetchall()
+        return [(cid, payload, float(score)) for cid, payload, score in rows]
+
+    def _query_vector(self, vector: np.ndarray) -> np.ndarray:
+        q = np.asarray(vector, dtype=np.float32)
+        if q.ndim == 2 and q.shape[0] == 1:
+            q = q[0]
+        if q.shape != (self.dim,):
+            raise ValueError(f"query vector must have shape ({self.dim},), got {q.shape}")
+        return q
+
+
+def _pairs(gone: Sequence[tuple[int, int, list[int]]]) -> tuple[list[int], list[int]]:
+    terms: list[int] = []
+    rows: list[int] = []
+    for row_id, _, term_ids in gone:
+        terms.extend(term_ids)
+        rows.extend([row_id] * len(term_ids))
+    return terms, rows
+
+
+def _hits(rows: Sequence[tuple[str, str, float]], retriever: Retriever) -> list[Hit]:
+    ordered = sorted(rows, key=lambda r: (-r[2], r[0]))
+    return [
+        Hit(chunk=Chunk.model_validate_json(payload), score=score, rank=i, retriever=retriever)
+        for i, (_, payload, score) in enumerate(ordered, start=1)
+    ]
+
+
+def _check_k(k: int) -> None:
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+
+
+def _masked(url: str) -> str:
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
