@@ -1,24 +1,14 @@
-"""The catalog, one ingest and one agent run on a real, throwaway PostgreSQL server.
+"""The catalog, the index, one ingest and one agent run on a real, throwaway PostgreSQL.
 
-A PostgreSQL 15 server is started on loopback (``initdb`` + ``pg_ctl`` as the ``postgres``
-system user, trust auth, a free port, its socket in a temporary folder) for this module and
-stopped (``pg_ctl stop -m immediate``) at the end; every test gets a database of its own.
-Skipped with the reason when the server binaries, the ``postgres`` user or psycopg are
-missing, or when the tests run neither as root nor as ``postgres``.
+A PostgreSQL 16 server with pgvector is started from the ``pgserver`` wheel for this module
+(its data and socket in a temporary folder) and stopped at the end; every test gets a
+database of its own. Skipped with the reason only when pgserver or psycopg is missing (the
+``dev`` and ``postgres`` extras install them).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import pwd
-import shutil
-import socket
-import subprocess
-import tempfile
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -41,162 +31,21 @@ from tests.helpers import (
     make_chunks,
     make_document,
 )
+from tests.postgres import HAVE_POSTGRES, NO_POSTGRES, new_database, postgres_server
 
-pytestmark = pytest.mark.integration
-
-PG_BIN_DIRS = (Path("/usr/lib/postgresql/15/bin"),)
-PG_USER = "postgres"
-SERVER_START_TIMEOUT_S = 30
-COMMAND_TIMEOUT_S = 60
-
-
-@dataclass
-class PostgresServer:
-    port: int
-    socket_dir: Path
-
-    def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg://{PG_USER}@127.0.0.1:{self.port}/{database}"
-
-    def create_database(self) -> str:
-        """A fresh, empty database; returns its SQLAlchemy URL."""
-        import psycopg
-
-        name = f"sleuth_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(
-            host="127.0.0.1", port=self.port, user=PG_USER, dbname="postgres", autocommit=True
-        ) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return self.url(name)
-
-
-def _pg_binary(name: str) -> str | None:
-    for directory in PG_BIN_DIRS:
-        candidate = directory / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which(name)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _as_postgres_prefix() -> list[str]:
-    """How to run a command as the ``postgres`` user from here (skips if we cannot)."""
-    if os.geteuid() == pwd.getpwnam(PG_USER).pw_uid:
-        return []
-    if os.geteuid() != 0:
-        pytest.skip(
-            f"cannot start PostgreSQL: running neither as root (to switch to {PG_USER!r}, "
-            f"the server refuses to run as root) nor as {PG_USER!r}"
-        )
-    runuser = shutil.which("runuser")
-    if runuser:
-        return [runuser, "-u", PG_USER, "--"]
-    su = shutil.which("su")
-    if su is None:
-        pytest.skip("neither runuser nor su is available to switch to the postgres user")
-    # the arguments after "--" reach the shell as "$0" "$@", so none is re-split or re-parsed
-    return [su, "-s", "/bin/sh", "-c", 'exec "$0" "$@"', PG_USER, "--"]
-
-
-def _run(command: list[str], what: str, log: Path | None = None) -> None:
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{what} did not finish within {COMMAND_TIMEOUT_S} s: {command}")
-    if result.returncode != 0:
-        log_text = ""
-        if log is not None and log.exists():
-            log_text = "\nserver log:\n" + log.read_text(errors="replace")[-3000:]
-        pytest.fail(
-            f"{what} failed with code {result.returncode}:\n{result.stdout[-2000:]}\n"
-            f"{result.stderr[-2000:]}{log_text}"
-        )
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(not HAVE_POSTGRES, reason=NO_POSTGRES)]
 
 
 @pytest.fixture(scope="module")
-def postgres_server() -> Iterator[PostgresServer]:
-    """A PostgreSQL server on 127.0.0.1, trust auth, stopped at the end of the module."""
-    initdb, pg_ctl = _pg_binary("initdb"), _pg_binary("pg_ctl")
-    if initdb is None or pg_ctl is None or _pg_binary("postgres") is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found")
-    try:
-        pg_user = pwd.getpwnam(PG_USER)
-    except KeyError:
-        pytest.skip(f"no {PG_USER!r} system user to run the PostgreSQL server as")
-    if importlib.util.find_spec("psycopg") is None:
-        pytest.skip('psycopg is not installed (pip install "sleuth[postgres]")')
-    prefix = _as_postgres_prefix()
-
-    # Not under pytest's tmp_path: /tmp/pytest-of-root is 0700, unreadable for postgres.
-    root = Path(tempfile.mkdtemp(prefix="sleuth-pg-"))
-    os.chown(root, pg_user.pw_uid, pg_user.pw_gid)
-    data_dir, socket_dir, log = root / "data", root / "socket", root / "server.log"
-    port = _free_port()
-    try:
-        _run(
-            [
-                *prefix,
-                initdb,
-                "-D",
-                str(data_dir),
-                "-U",
-                PG_USER,
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-                "--no-locale",
-                "--no-sync",
-            ],
-            "initdb",
-        )
-        _run([*prefix, "mkdir", "-p", str(socket_dir)], "mkdir of the socket folder")
-        options = (
-            f"-p {port} -k {socket_dir} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        )
-        _run(
-            [
-                *prefix,
-                pg_ctl,
-                "start",
-                "-D",
-                str(data_dir),
-                "-l",
-                str(log),
-                "-o",
-                options,
-                "-w",
-                "-t",
-                str(SERVER_START_TIMEOUT_S),
-            ],
-            "pg_ctl start",
-            log=log,
-        )
-        try:
-            yield PostgresServer(port=port, socket_dir=socket_dir)
-        finally:
-            subprocess.run(
-                [*prefix, pg_ctl, "stop", "-D", str(data_dir), "-m", "immediate", "-w", "-t", "30"],
-                capture_output=True,
-                timeout=COMMAND_TIMEOUT_S,
-                check=False,
-            )
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with postgres_server(tmp_path_factory.mktemp("pg")) as url:
+        yield url
 
 
 @pytest.fixture
-def pg_url(postgres_server: PostgresServer) -> str:
+def pg_url(server_url: str) -> str:
     """The URL of a new, empty database on the module's server."""
-    return postgres_server.create_database()
+    return new_database(server_url)
 
 
 @pytest.fixture
@@ -323,15 +172,21 @@ def test_users_and_collection_owners_on_postgresql(catalog: Catalog) -> None:
     check_users_and_owners(catalog)
 
 
+@pytest.mark.parametrize("backend", ["local", "postgres"])
 def test_ingest_and_agent_run_with_the_catalog_on_postgresql(
-    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
+    """The catalog on PostgreSQL, the index local or in the same database."""
     monkeypatch.setenv("SLEUTH_DATABASE_URL", pg_url)
     assert Settings(data_dir=tmp_path, _env_file=None).catalog_url == pg_url
 
     embedder = HashingEmbedder()
     settings = Settings(
-        data_dir=tmp_path, database_url=pg_url, embedding_model=embedder.name, _env_file=None
+        data_dir=tmp_path,
+        database_url=pg_url,
+        index_backend=backend,
+        embedding_model=embedder.name,
+        _env_file=None,
     )
     catalog = Catalog(settings.catalog_url)
     kb = KnowledgeBase(settings, catalog, embedder=embedder)
@@ -342,10 +197,18 @@ def test_ingest_and_agent_run_with_the_catalog_on_postgresql(
         report = pipeline.ingest_documents([make_document(STATUTE_SECTIONS)], "test")
         assert report.totals["added"] == 1
         assert not (tmp_path / "catalog.sqlite3").exists()  # the catalog is not on SQLite
+        # the postgres backend writes nothing under data_dir/indexes
+        assert (tmp_path / "indexes" / "test").exists() == (backend == "local")
 
         info = catalog.get_collection("test")
         assert info is not None
-        assert (info.embedding_model, info.dim, info.n_documents) == (embedder.name, 64, 1)
+        assert (info.embedding_model, info.dim, info.n_documents, info.backend) == (
+            embedder.name,
+            64,
+            1,
+            backend,
+        )
+        assert kb.index("test").count() == info.n_chunks
         assert info.n_chunks >= len(STATUTE_SECTIONS)
         assert [r.target_id for r in catalog.references_from("test", "BNS_S103")] == ["BNS_S101"]
 

@@ -1,6 +1,9 @@
 """Faults on a real ``sleuth serve`` process: SIGKILL during an ingestion job and during a
 streamed run, then a restart; SIGTERM during a run. Nothing the server accepted is lost.
 
+Every test runs on both stores: ``local`` (SQLite catalog, local index in the data dir) and
+``postgres`` (catalog and index in one PostgreSQL database, a real pgserver server).
+
 The agent's model is a loopback OpenAI-compatible server that never answers in time, so a
 run stays in flight for as long as a test needs.
 """
@@ -24,6 +27,7 @@ import httpx
 import pytest
 
 from sleuth.store.catalog import Catalog
+from tests.postgres import HAVE_POSTGRES, NO_POSTGRES, new_database, postgres_server
 
 pytestmark = pytest.mark.integration
 
@@ -60,16 +64,38 @@ def silent_model() -> Iterator[str]:
         server.shutdown()
 
 
-class Server:
-    """``sleuth serve`` in a subprocess over one data dir; restartable."""
+@pytest.fixture(scope="module")
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with postgres_server(tmp_path_factory.mktemp("pg")) as url:
+        yield url
 
-    def __init__(self, data_dir: Path, **env: str) -> None:
+
+@pytest.fixture(
+    params=[
+        "local",
+        pytest.param("postgres", marks=pytest.mark.skipif(not HAVE_POSTGRES, reason=NO_POSTGRES)),
+    ]
+)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The store settings of one test's server: the catalog URL and the index backend."""
+    if request.param == "local":
+        url = f"sqlite:///{tmp_path / 'data' / 'catalog.sqlite3'}"
+        return {"SLEUTH_INDEX_BACKEND": "local", "SLEUTH_DATABASE_URL": url}
+    url = new_database(request.getfixturevalue("pg_server_url"))
+    return {"SLEUTH_INDEX_BACKEND": "postgres", "SLEUTH_DATABASE_URL": url}
+
+
+class Server:
+    """``sleuth serve`` in a subprocess over one data dir and store; restartable."""
+
+    def __init__(self, data_dir: Path, store: dict[str, str], **env: str) -> None:
         self.data_dir = data_dir
+        self.catalog_url = store["SLEUTH_DATABASE_URL"]
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
         self.env.update(
             SLEUTH_DATA_DIR=str(data_dir),
-            SLEUTH_INDEX_BACKEND="local",
             SLEUTH_API_USER_RATE="100000/minute",  # the tests poll; the limit is not tested here
+            **store,
             **env,
         )
         self.proc: subprocess.Popen[bytes] | None = None
@@ -140,13 +166,15 @@ def _embedding_bnss(server: Server) -> tuple[dict[str, str], str]:
     return auth, url
 
 
-def test_sigkill_during_ingestion_then_restart_finishes_the_job(tmp_path: Path) -> None:
+def test_sigkill_during_ingestion_then_restart_finishes_the_job(
+    tmp_path: Path, store: dict[str, str]
+) -> None:
     if not BNSS.is_file():
         pytest.skip(f"statutes data not found at {BNSS}")
-    server = Server(tmp_path / "data")
+    server = Server(tmp_path / "data", store)
     auth, url = _embedding_bnss(server)
     server.kill()
-    row = Catalog(f"sqlite:///{server.data_dir / 'catalog.sqlite3'}").get_job(url.rsplit("/")[-1])
+    row = Catalog(server.catalog_url).get_job(url.rsplit("/")[-1])
     assert row is not None and row["state"] == "running"  # what the killed server left
 
     with server.start() as client:
@@ -173,21 +201,21 @@ def test_sigkill_during_ingestion_then_restart_finishes_the_job(tmp_path: Path) 
 
 
 def test_sigterm_mid_ingestion_exits_0_and_the_job_resumes_at_the_next_start(
-    tmp_path: Path,
+    tmp_path: Path, store: dict[str, str]
 ) -> None:
     """SIGTERM while a job embeds: the server stops taking requests, the job stops at its
     next safe point (or the grace ends), the process exits 0, and the next start finishes
     the job."""
     if not BNSS.is_file():
         pytest.skip(f"statutes data not found at {BNSS}")
-    server = Server(tmp_path / "data", SLEUTH_API_SHUTDOWN_GRACE_S="1")
+    server = Server(tmp_path / "data", store, SLEUTH_API_SHUTDOWN_GRACE_S="1")
     auth, url = _embedding_bnss(server)
     started = time.monotonic()
     assert server.kill(signal.SIGTERM) == 0
     assert time.monotonic() - started < 30
     with pytest.raises(httpx.HTTPError):  # no longer accepting
         httpx.get(f"{server.url}/health", timeout=2)
-    row = Catalog(f"sqlite:///{server.data_dir / 'catalog.sqlite3'}").get_job(url.rsplit("/")[-1])
+    row = Catalog(server.catalog_url).get_job(url.rsplit("/")[-1])
     assert row is not None and row["state"] in ("queued", "running")  # left for the next start
 
     with server.start() as client:
@@ -221,9 +249,11 @@ def _law(server: Server, auth: dict[str, str], client: httpx.Client) -> None:
 
 
 def test_sigkill_during_a_streamed_run_reads_interrupted_after_restart(
-    tmp_path: Path, silent_model: str
+    tmp_path: Path, silent_model: str, store: dict[str, str]
 ) -> None:
-    server = Server(tmp_path / "data", SLEUTH_LLM="openai:silent", SLEUTH_LLM_BASE_URL=silent_model)
+    server = Server(
+        tmp_path / "data", store, SLEUTH_LLM="openai:silent", SLEUTH_LLM_BASE_URL=silent_model
+    )
     auth = {"Authorization": f"Bearer {server.sleuth('users', 'create', 'alice')}"}
     with server.start() as client:
         _law(server, auth, client)
@@ -242,10 +272,11 @@ def test_sigkill_during_a_streamed_run_reads_interrupted_after_restart(
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stop_signal_mid_run_exits_0_within_the_grace_and_the_run_is_interrupted(
-    tmp_path: Path, silent_model: str, sig: int
+    tmp_path: Path, silent_model: str, sig: int, store: dict[str, str]
 ) -> None:
     server = Server(
         tmp_path / "data",
+        store,
         SLEUTH_LLM="openai:silent",
         SLEUTH_LLM_BASE_URL=silent_model,
         SLEUTH_API_SHUTDOWN_GRACE_S="1",
@@ -258,6 +289,6 @@ def test_a_stop_signal_mid_run_exits_0_within_the_grace_and_the_run_is_interrupt
     started = time.monotonic()
     assert server.kill(sig) == 0
     assert time.monotonic() - started < 20  # not the model's 60 s
-    run = Catalog(f"sqlite:///{server.data_dir / 'catalog.sqlite3'}").get_run(task)
+    run = Catalog(server.catalog_url).get_run(task)
     assert run is not None and run["status"] == "interrupted"
     assert json.dumps(run["events"][-1]).count("interrupted") == 1
