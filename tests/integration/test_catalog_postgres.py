@@ -8,6 +8,9 @@ database of its own. Skipped with the reason only when pgserver or psycopg is mi
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -239,3 +242,112 @@ def test_ingest_and_agent_run_with_the_catalog_on_postgresql(
 def test_processes_racing_for_jobs_on_postgresql_claim_each_once(pg_url: str) -> None:
     # several API processes on one PostgreSQL catalog: one worker takes over each job
     check_jobs_claimed_once_by_processes(pg_url, n_procs=3)
+
+
+def _local_collection(data_dir: Path) -> tuple[Settings, list[str]]:
+    """A local collection 'law' of two documents (SQLite catalog, local index); returns its
+    settings and the chunk ids BM25 ranks for a question."""
+    embedder = HashingEmbedder()
+    settings = Settings(
+        data_dir=data_dir, index_backend="local", embedding_model=embedder.name, _env_file=None
+    )
+    catalog = Catalog(settings.catalog_url)
+    kb = KnowledgeBase(settings, catalog, embedder=embedder)
+    pipeline = IngestPipeline(
+        settings, catalog, index_opener=lambda _s, c, _d: kb.index(c), embedder=embedder
+    )
+    try:
+        text = (
+            "Any police officer may without an order from a Magistrate and without a warrant "
+            "arrest any person who commits a cognizable offence. See section 303."
+        )
+        other = {"BNSS_S35": ("When police may arrest without warrant.", text)}
+        report = pipeline.ingest_documents(
+            [make_document(STATUTE_SECTIONS), make_document(other, doc_id="BNSS", title="Code")],
+            "law",
+        )
+        assert report.totals["added"] == 2
+        ranked = [h.chunk.chunk_id for h in kb.search("law", "murder punished", 10, mode="bm25")]
+    finally:
+        pipeline.close()
+        kb.close()
+        catalog.close()
+    return settings, ranked
+
+
+def test_migrate_a_local_collection_into_postgresql_resumes_and_searches_the_same(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """`sleuth migrate` copies catalog records, chunks (with references) and stored vectors;
+    a migration stopped after one document resumes; the migrated collection answers on the
+    postgres backend as it did locally; the source is untouched."""
+    from sleuth.store.migrate import migrate_collection
+
+    settings, local_ranked = _local_collection(tmp_path / "data")
+
+    def stop_after_first(done: int, total: int) -> None:
+        if done == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        migrate_collection(settings, "law", pg_url, progress=stop_after_first)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
+    env.update(
+        SLEUTH_DATA_DIR=str(settings.data_dir), SLEUTH_EMBEDDING_MODEL=settings.embedding_model
+    )
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("sleuth")), "migrate", "-c", "law", "--to", pg_url],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "law: 1 documents" in done.stdout and "1 already there" in done.stdout, done.stdout
+
+    embedder = HashingEmbedder()
+    pg_settings = Settings(
+        data_dir=tmp_path / "elsewhere",
+        database_url=pg_url,
+        index_backend="postgres",
+        embedding_model=embedder.name,
+        _env_file=None,
+    )
+    catalog = Catalog(pg_url)
+    kb = KnowledgeBase(pg_settings, catalog, embedder=embedder)
+    try:
+        info = catalog.get_collection("law")
+        assert info is not None and (info.backend, info.n_documents) == ("postgres", 2)
+        assert kb.index("law").count() == info.n_chunks
+        got = [h.chunk.chunk_id for h in kb.search("law", "murder punished", 10, mode="bm25")]
+        assert got == local_ranked
+        assert [r.target_id for r in catalog.references_from("law", "BNS_S103")] == ["BNS_S101"]
+        source = Catalog(settings.catalog_url)
+        try:
+            for sid in (*STATUTE_SECTIONS, "BNSS_S35"):  # chunks and references as they were
+                assert catalog.chunks_for_source("law", sid) == source.chunks_for_source("law", sid)
+                assert catalog.references_from("law", sid) == source.references_from("law", sid)
+        finally:
+            source.close()
+        response = AgentService(pg_settings, kb).execute_agentic_search(
+            "What is the punishment for murder?", "law"
+        )
+        assert response.status == RunStatus.COMPLETED
+        assert response.answer.citations[0].source_id == "BNS_S103"
+    finally:
+        kb.close()
+        catalog.close()
+    source = Catalog(settings.catalog_url)  # the source is as it was
+    try:
+        assert source.get_collection("law").backend == "local"  # type: ignore[union-attr]
+    finally:
+        source.close()
+
+
+def test_migrate_refuses_what_it_cannot_do(pg_url: str, tmp_path: Path) -> None:
+    from sleuth.errors import UserError
+    from sleuth.store.migrate import migrate_collection
+
+    settings, _ = _local_collection(tmp_path / "data")
+    with pytest.raises(UserError, match="'nope' does not exist"):
+        migrate_collection(settings, "nope", pg_url)
+    with pytest.raises(ConfigError, match="PostgreSQL URL"):
+        migrate_collection(settings, "law", f"sqlite:///{tmp_path / 'x.sqlite3'}")

@@ -5,7 +5,8 @@ Commands parse options and hand off to the library; sleuth's own errors become a
 message on stderr and exit code 1, never a traceback.
 
 One module per command group (``ingest``, ``search``, ``ask``, ``collections`` with
-``delete``, ``demo``, ``serve`` with ``mcp``, ``users``, ``eval``, ``config``); this one
+``delete``, ``demo``, ``serve`` with ``mcp``, ``users``, ``eval``, ``config``,
+``migrate``); this one
 holds the Typer app, registers the commands and is the console-script entry point
 (:func:`main`). The command modules import only Typer, rich and sleuth's settings at the
 top: each command imports what it needs (the embedding model, the agent, LangChain, the
@@ -36,6 +37,7 @@ from sleuth.cli.config import show_config
 from sleuth.cli.demo import DEMO_COLLECTION, DEMO_QUESTION, demo
 from sleuth.cli.eval import eval_app
 from sleuth.cli.ingest import ingest
+from sleuth.cli.migrate import migrate
 from sleuth.cli.search import search
 from sleuth.cli.serve import LOOPBACK_HOSTS, mcp_server, serve
 from sleuth.cli.users import users_app
@@ -74,6 +76,7 @@ app.add_typer(users_app, name="users")
 app.command("mcp")(mcp_server)
 app.add_typer(eval_app, name="eval")
 app.command("config")(show_config)
+app.command()(migrate)
 
 
 def _version(value: bool) -> None:

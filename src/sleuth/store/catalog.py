@@ -668,6 +668,18 @@ class Catalog:
             result = session.execute(delete(_CollectionRow).where(_CollectionRow.name == name))
             return bool(result.rowcount)  # type: ignore[attr-defined]
 
+    def set_collection_backend(self, name: str, backend: str) -> None:
+        """Record that the collection's index now lives in ``backend`` (after a migration).
+
+        Raises:
+            UserError: the collection does not exist.
+        """
+        with self._session() as session, session.begin():
+            row = session.scalar(select(_CollectionRow).where(_CollectionRow.name == name))
+            if row is None:
+                raise UserError(f"collection '{name}' does not exist")
+            row.backend = backend
+
     def set_collection_owner(self, collection: str, user_id: str | None) -> None:
         """Give a collection to the user ``user_id`` (``None``: no owner, CLI only).
 
