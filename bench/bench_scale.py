@@ -31,6 +31,13 @@ Per size, each of these runs in its own fresh subprocess (so peak memory does no
 * ``local``: :class:`sleuth.store.local_index.LocalIndex`, exact (bm25s + numpy), then the
   same directory reopened with ``ann="hnsw"`` (faiss HNSW, M 32, efConstruction 64):
   graph build time, and dense latency / recall@10 for several ``efSearch`` values.
+* ``postgres``: :class:`sleuth.store.postgres_index.PostgresIndex` on a real PostgreSQL 16
+  with pgvector 0.6 started from the ``pgserver`` wheel in the work dir (server defaults:
+  128 MB shared buffers), loaded inside ``deferred_indexes()`` (the HNSW graph, M 16,
+  efConstruction 64, and the postings key built once at the end: timed as its lazy build);
+  searches at ``hnsw.ef_search`` 64, then a sweep of efSearch with recall against exact.
+  Memory: the client's peak RSS, and the server's (the sum of its processes' RSS after the
+  queries, shared buffers counted once per process) apart.
 * ``milvus``: :class:`sleuth.store.milvus_index.MilvusIndex` on Milvus Lite (a ``.db`` path;
   the dense field has a FLAT index there, BM25 a sparse inverted index); after the inserts
   the collection is flushed (timed) before searching.
@@ -54,7 +61,7 @@ the rows it holds (printed), and its full insert time is extrapolated from the r
 (marked ``~``). Outputs: a table per size, a summary, one sentence per size on what
 dominates, ``bench/results/scale/scale.json`` (every number) and PNG plots beside it.
 
-    python bench/bench_scale.py [--sizes 10000,100000,1000000] [--backends local,milvus]
+    python bench/bench_scale.py [--sizes 10000,100000,1000000] [--backends local,milvus,postgres]
         [--queries 200] [--embed-sample 600] [--max-insert-s 600] [--max-query-s 240]
         [--data-dir DIR]
         [--work-dir DIR]
@@ -393,11 +400,23 @@ def _child_index(
     max_query_s: float,
 ) -> dict[str, Any]:
     dim = corpus.pool_vecs.shape[1]
+    deferred: Any = None
+    server: Any = None
     if backend == "local":
         from sleuth.store.local_index import LocalIndex
 
         path = work / "local"
         index: Any = LocalIndex(path, dim)
+    elif backend == "postgres":
+        import pgserver
+
+        from sleuth.store.postgres_index import PostgresIndex
+
+        path = work / "pg"
+        server = pgserver.get_server(path, cleanup_mode="stop")
+        index = PostgresIndex(server.get_uri(), "scale", dim)
+        deferred = index.deferred_indexes(work_mem="4GB")
+        deferred.__enter__()
     else:
         from sleuth.store.milvus_index import MilvusIndex
 
@@ -421,6 +440,10 @@ def _child_index(
             break
     del chunks, vecs
     parts: dict[str, float] = {"add": insert_s}
+    if deferred is not None:
+        t0 = time.perf_counter()
+        deferred.__exit__(None, None, None)
+        parts["index build"] = time.perf_counter() - t0
     if backend == "milvus":
         t0 = time.perf_counter()
         index._client.flush(index.name)
@@ -452,10 +475,61 @@ def _child_index(
     out["ids"] = got
     out["rss_mb"] = rss_mb()
     out["peak_rss_exact_mb"] = peak_rss_mb()
+    if backend == "postgres":
+        out["ann"] = _postgres_sweep(index, qtexts, qvecs, parts["index build"])
+        out["server_rss_mb"] = _server_rss_mb(path)
     index.close()
+    if server is not None:
+        server.cleanup()
     if backend == "local":
         out["ann"] = _child_hnsw(path, dim, qtexts, qvecs, got["dense"])
     return out
+
+
+def _postgres_sweep(
+    index: Any, qtexts: list[str], qvecs: np.ndarray, build_s: float
+) -> dict[str, Any]:
+    """Dense (and at 64 hybrid) latency per ``hnsw.ef_search``; recall is added later
+    against the baseline's exact top 10."""
+    from sleuth.store.postgres_index import HNSW_EF_CONSTRUCTION, HNSW_M
+
+    out: dict[str, Any] = {
+        "build_s": build_s,
+        "m": HNSW_M,
+        "ef_construction": HNSW_EF_CONSTRUCTION,
+        "sweep": [],
+    }
+    for ef in (40, 64, 128, 256):
+        index.ef_search = ef
+        fns = {"dense": lambda i: [h.chunk.chunk_id for h in index.search_dense(qvecs[i], K)]}
+        if ef == 64:
+            fns["hybrid"] = lambda i: [
+                h.chunk.chunk_id for h in index.search_hybrid(qtexts[i], qvecs[i], K)
+            ]
+        times, got = timed_queries(fns, len(qtexts))
+        row: dict[str, Any] = {"ef_search": ef, "dense": lat_stats(times["dense"])}
+        row["ids"] = got["dense"]
+        if "hybrid" in fns:
+            row["hybrid"] = lat_stats(times["hybrid"])
+        out["sweep"].append(row)
+    out["peak_rss_mb"] = peak_rss_mb()
+    index.ef_search = 64
+    return out
+
+
+def _server_rss_mb(data_dir: Path) -> float:
+    """Sum of the RSS of the PostgreSQL processes serving ``data_dir`` (MB)."""
+    import psutil
+
+    total = 0
+    for proc in psutil.process_iter(["cmdline", "memory_info"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if "postgres" in cmd and str(data_dir) in cmd:
+            total += proc.info["memory_info"].rss
+            for child in proc.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    total += child.memory_info().rss
+    return total / 1e6
 
 
 def _child_hnsw(
@@ -572,7 +646,9 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--sizes", default="10000,100000,1000000", help="corpus sizes (chunks)")
     parser.add_argument(
-        "--backends", default="local,milvus", help="index backends beside the baseline"
+        "--backends",
+        default="local,milvus,postgres",
+        help="index backends beside the baseline (local, milvus, postgres)",
     )
     parser.add_argument("--queries", type=int, default=200, help="questions timed per mode")
     parser.add_argument("--embed-sample", type=int, default=600, help="chunks embedded for real")
@@ -692,7 +768,9 @@ def short_line(res: dict[str, Any]) -> str:
     part += f"; {res['queries']} queries" if "queries" in res else ""
     return (
         f"add {res['insert_s']:.1f} s{part}; disk {res['disk_mb']:.0f} MB; peak RSS "
-        f"{res['peak_rss_mb']:.0f} MB; p50 bm25/dense/hybrid {lat['bm25']['p50']:.2f} / "
+        f"{res['peak_rss_mb']:.0f} MB"
+        + (f" (server {res['server_rss_mb']:.0f} MB)" if "server_rss_mb" in res else "")
+        + f"; p50 bm25/dense/hybrid {lat['bm25']['p50']:.2f} / "
         f"{lat['dense']['p50']:.2f} / {lat['hybrid']['p50']:.2f} ms; wall {res['wall_s']:.0f} s"
     )
 
@@ -702,7 +780,7 @@ def derived(
 ) -> dict[str, Any]:
     """Per backend: throughput, extrapolation, ratios and recall against the baseline."""
     rows = res["rows"]
-    build = sum(v for k, v in res["parts"].items() if k.startswith("first"))
+    build = sum(v for k, v in res["parts"].items() if k.startswith("first") or k == "index build")
     rate = rows / res["insert_s"] if res["insert_s"] > 0 else float("inf")
     full_insert = size / rate
     embed_est = size / embed_rate
@@ -762,7 +840,7 @@ def size_table(size: int, per: dict[str, dict[str, Any]], embed_rate: float) -> 
         for row in (res.get("ann") or {}).get("sweep", []):
             rows.append(
                 [
-                    f"  local hnsw ef={row['ef_search']}",
+                    f"  {name} hnsw ef={row['ef_search']}",
                     "",
                     "",
                     round(res["ann"]["build_s"], 1) if row["ef_search"] == EF_SEARCH[0] else "",
@@ -922,7 +1000,7 @@ def summary(report: dict[str, Any]) -> str:
                 rows.append(
                     [
                         fmt_n(int(size_s)),
-                        "local+hnsw ef64",
+                        f"{name}+hnsw ef64" if name == "local" else f"{name} ef64 (above)",
                         f"build {ann['build_s']:.0f} s",
                         "",
                         round(ann["peak_rss_mb"], 0),

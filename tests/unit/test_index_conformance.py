@@ -1030,3 +1030,51 @@ def test_postgres_two_processes_write_one_index(pg_url: str, tmp_path: Path) -> 
         got = [(h.chunk.chunk_id, h.score) for h in ix.search_bm25("property", 5)]
         assert [c for c, _ in got] == [c for c, _ in want]
         assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-4)
+
+
+@needs_postgres
+def test_postgres_deferred_indexes_load_then_search_the_same(pg_url: str) -> None:
+    """A bulk load with the indexes built at the end answers as adds with the indexes live."""
+    from sleuth.store.postgres_index import PostgresIndex
+
+    url = new_database(pg_url)
+    with PostgresIndex(url, "live", DIM) as live, PostgresIndex(url, "bulk", DIM) as bulk:
+        live.add(CORPUS + WORLD, vectors(CORPUS + WORLD))
+        with bulk.deferred_indexes(work_mem="64MB"):
+            bulk.add(CORPUS, vectors(CORPUS))
+            bulk.add(WORLD, vectors(WORLD))
+        for query in ("dishonestly property", "東京", "🍕 pizza"):
+            assert [(h.chunk.chunk_id, h.score) for h in bulk.search_bm25(query, 5)] == [
+                (h.chunk.chunk_id, h.score) for h in live.search_bm25(query, 5)
+            ]
+            v = embed_one(query)  # hashed words tie often: compare the scores
+            assert [h.score for h in bulk.search_dense(v, 5)] == pytest.approx(
+                [h.score for h in live.search_dense(v, 5)], abs=1e-6
+            )
+        assert bulk.delete_document("bns") == 3  # the rebuilt key serves deletes
+        assert bulk.count() == len(CORPUS) + len(WORLD) - 3
+
+
+@needs_postgres
+def test_postgres_bm25_reads_each_terms_champion_postings(pg_url: str) -> None:
+    """With postings_per_term = 2, a term held by five chunks is read in its two postings of
+    highest impact (for a one-term query: its two best BM25 hits); a rare term is read whole;
+    a query of two common terms sees only each term's champions."""
+    from sleuth.store.postgres_index import PostgresIndex
+
+    texts = [
+        "theft",
+        "theft theft and more words here",
+        "theft in a much longer sentence about many other things entirely",
+        "theft theft theft",
+        "a note that mentions theft once among words and an aardvark",
+    ]
+    chunks = [make_chunk("t", i, text) for i, text in enumerate(texts)]
+    with PostgresIndex(new_database(pg_url), "champions", DIM, postings_per_term=2) as ix:
+        ix.add(chunks, vectors(chunks))
+        capped = ids(ix.search_bm25("theft", 5))
+        assert ids(ix.search_bm25("aardvark", 5)) == ["t_S4#0"]
+        ix.postings_per_term = 5000
+        full = ids(ix.search_bm25("theft", 5))
+        assert len(full) == 5 and full[0] == "t_S3#0"  # three times in a short text
+        assert capped == full[:2]

@@ -7,15 +7,21 @@ One schema per sleuth collection (:func:`schema_name`), in the catalog's databas
               whole Chunk as JSON), embedding vector(dim) (HNSW, inner product), n_terms,
               term_ids int[] (the chunk's distinct terms, so a delete finds its postings)
     terms     term_id serial, term text unique, df (chunks holding the term)
-    postings  (term_id, row_id) primary key INCLUDE (tf, dl): one row per term of a chunk
+              impacts real[] (their BM25 tf factors: the key of their postings)
+    postings  (term_id, impact, row_id) primary key INCLUDE (tf, dl): one row per term of a
+              chunk; impact = tf / (tf + k1 · (1 − b + b · dl/avgdl)) at the time it was added
 
 Lexical search is Okapi BM25 as in :class:`~sleuth.store.local_index.LocalIndex` (the Lucene
 variant, Kamphuis et al., ECIR 2020: idf = ln(1 + (N − df + 0.5)/(df + 0.5)), term weight
 idf · tf / (tf + k1 · (1 − b + b · dl/avgdl)), k1 = 1.5, b = 0.75, a repeated query term
 counted again), computed in SQL from the postings of the query's terms (an index-only scan
-of the primary key). Terms come from the same analyzer as the local backend
-(:func:`sleuth.retrieval.text.analyze`: accents folded, CJK character bigrams, emoji, English
-stemming), applied in Python on both sides, so both backends find the same chunks for any
+of the primary key). For each query term only its ``postings_per_term`` postings of highest
+impact are read (champion lists: Manning, Raghavan & Schütze, *Introduction to Information
+Retrieval*, 2008, §7.1.3), so a search reads a bounded number of postings at any corpus
+size; a term held by fewer chunks is read whole, so small collections are ranked exactly,
+and the scores of what is read are exact (current N, df and avgdl). Terms come from the same
+analyzer as the local backend (:func:`sleuth.retrieval.text.analyze`: accents folded, CJK
+character bigrams, emoji, English stemming), applied in Python on both sides, so both backends find the same chunks for any
 script. Postgres' own ``tsvector`` was not used: its parsers neither cut CJK into bigrams nor
 keep emoji, and ``ts_rank`` has no IDF.
 
@@ -34,6 +40,7 @@ the change. Several processes may use one database.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import threading
 from collections import Counter
@@ -55,6 +62,11 @@ MAX_EF_SEARCH = 1000
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 _PURPOSE = "the PostgreSQL index"
+_POSTINGS_KEY = "CONSTRAINT postings_pkey PRIMARY KEY (term_id, impact, row_id) INCLUDE (tf, dl)"
+_HNSW_INDEX = (
+    "CREATE INDEX chunks_embedding_idx ON {s}.chunks USING hnsw (embedding vector_ip_ops) "
+    f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+)
 _IDENT_MAX = 63  # Postgres truncates identifiers to 63 bytes
 
 
@@ -117,6 +129,9 @@ class PostgresIndex:
         dim: dimension of the dense vectors.
         ef_search: HNSW search beam width (raised to ``k`` per search, at most 1,000).
         pool_size: most connections this instance holds open.
+        postings_per_term: BM25 reads at most this many postings of each query term, those
+            of highest impact (champion lists): exact for every term held by fewer chunks,
+            and a search costs at most ``terms × postings_per_term`` postings at any size.
 
     Raises:
         MissingExtraError: psycopg / psycopg-pool are not installed (``sleuth[postgres]``).
@@ -132,6 +147,7 @@ class PostgresIndex:
         dim: int,
         ef_search: int = 64,
         pool_size: int = 4,
+        postings_per_term: int = 5000,
     ) -> None:
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
@@ -143,6 +159,7 @@ class PostgresIndex:
         self.schema = schema_name(collection)
         self.dim = int(dim)
         self.ef_search = int(ef_search)
+        self.postings_per_term = int(postings_per_term)
         self._lock_key = int.from_bytes(hashlib.sha1(self.schema.encode()).digest()[:8], "big") - (
             1 << 63
         )
@@ -151,7 +168,12 @@ class PostgresIndex:
         conninfo = libpq_url(url) if "+" in url.split("://", 1)[0] else url
         try:
             self._pool: Any = pool_mod.ConnectionPool(
-                conninfo, min_size=1, max_size=pool_size, open=True, timeout=30
+                conninfo,
+                min_size=1,
+                max_size=pool_size,
+                open=True,
+                timeout=30,
+                kwargs={"autocommit": True},  # reads take no transaction; writes open one
             )
             self._pool.wait(timeout=30)
         except Exception as exc:
@@ -219,14 +241,13 @@ class PostgresIndex:
             f"CREATE TABLE {{s}}.chunks (row_id bigserial PRIMARY KEY, "
             f"chunk_id text NOT NULL UNIQUE, doc_id text NOT NULL, payload text NOT NULL, "
             f"embedding vector({self.dim}) NOT NULL, n_terms int NOT NULL, "
-            f"term_ids int[] NOT NULL)",
+            f"term_ids int[] NOT NULL, impacts real[] NOT NULL)",
             "CREATE INDEX ON {s}.chunks (doc_id)",
-            f"CREATE INDEX ON {{s}}.chunks USING hnsw (embedding vector_ip_ops) "
-            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})",
+            _HNSW_INDEX,
             "CREATE TABLE {s}.terms (term_id serial PRIMARY KEY, term text NOT NULL UNIQUE, "
             "df int NOT NULL)",
-            "CREATE TABLE {s}.postings (term_id int NOT NULL, row_id bigint NOT NULL, "
-            "tf real NOT NULL, dl real NOT NULL, PRIMARY KEY (term_id, row_id) INCLUDE (tf, dl))",
+            "CREATE TABLE {s}.postings (term_id int NOT NULL, impact real NOT NULL, "
+            "row_id bigint NOT NULL, tf real NOT NULL, dl real NOT NULL, " + _POSTINGS_KEY + ")",
         ):
             conn.execute(self._q(statement))
         conn.execute(
@@ -244,13 +265,16 @@ class PostgresIndex:
         rows = conn.execute(self._q("SELECT row_id, payload FROM {s}.chunks")).fetchall()
         counts = [Counter(analyze(Chunk.model_validate_json(p).index_text())) for _, p in rows]
         row_ids = [r for r, _ in rows]
-        term_ids = self._write_terms(conn, row_ids, counts)
+        written = self._write_terms(conn, row_ids, counts)
         with conn.cursor() as cur:
             cur.executemany(
-                self._q("UPDATE {s}.chunks SET term_ids = %s, n_terms = %s WHERE row_id = %s"),
+                self._q(
+                    "UPDATE {s}.chunks SET term_ids = %s, impacts = %s, n_terms = %s "
+                    "WHERE row_id = %s"
+                ),
                 [
-                    (ids, sum(tf.values()), row)
-                    for row, ids, tf in zip(row_ids, term_ids, counts, strict=True)
+                    (ids, impacts, sum(tf.values()), row)
+                    for row, (ids, impacts), tf in zip(row_ids, written, counts, strict=True)
                 ],
             )
 
@@ -292,15 +316,15 @@ class PostgresIndex:
                     (f'"{self.schema}".chunks', len(batch)),
                 ).fetchall()
             ]
-            term_ids = self._write_terms(conn, row_ids, counts)
+            written = self._write_terms(conn, row_ids, counts)
             with conn.cursor().copy(
                 self._q(
                     "COPY {s}.chunks (row_id, chunk_id, doc_id, payload, embedding, n_terms, "
-                    "term_ids) FROM STDIN"
+                    "term_ids, impacts) FROM STDIN"
                 )
             ) as copy:
-                for row_id, chunk, vec, tf, ids in zip(
-                    row_ids, batch, vecs[keep], counts, term_ids, strict=True
+                for row_id, chunk, vec, tf, (ids, impacts) in zip(
+                    row_ids, batch, vecs[keep], counts, written, strict=True
                 ):
                     copy.write_row(
                         (
@@ -311,6 +335,7 @@ class PostgresIndex:
                             vector_literal(vec),
                             sum(tf.values()),
                             ids,
+                            impacts,
                         )
                     )
             conn.execute(
@@ -430,6 +455,35 @@ class PostgresIndex:
         with self._read() as conn:
             return {r[0] for r in conn.execute(self._q("SELECT chunk_id FROM {s}.chunks"))}
 
+    @contextmanager
+    def deferred_indexes(self, work_mem: str = "2GB") -> Iterator[None]:
+        """Bulk loading: the HNSW graph and the postings' primary key are dropped on entry
+        and built once on exit (pgvector's advice for large loads: a graph built over all
+        rows at once is faster than one grown row by row).
+
+        Meant for a load into a new or quiet index (``sleuth migrate``, benchmarks): while
+        inside, dense search scans exactly, BM25 scans the postings, and replacing an
+        existing chunk is slow. The indexes are rebuilt on exit even after an error.
+
+        Args:
+            work_mem: ``maintenance_work_mem`` for the builds (the HNSW build is fast only
+                while its graph fits: about ``(4 · dim + 200)`` bytes per chunk).
+        """
+        with self._write() as conn:
+            conn.execute(self._q("DROP INDEX IF EXISTS {s}.chunks_embedding_idx"))
+            conn.execute(self._q("ALTER TABLE {s}.postings DROP CONSTRAINT postings_pkey"))
+        try:
+            yield
+        finally:
+            with self._write() as conn:
+                conn.execute(f"SET LOCAL maintenance_work_mem = '{work_mem}'")
+                conn.execute("SET LOCAL max_parallel_maintenance_workers = 1")
+                conn.execute(self._q("ALTER TABLE {s}.postings ADD " + _POSTINGS_KEY))
+                conn.execute(self._q(_HNSW_INDEX))
+            with self._read() as conn:
+                conn.execute(self._q("VACUUM ANALYZE {s}.postings"))
+                conn.execute(self._q("VACUUM ANALYZE {s}.chunks"))
+
     def drop(self) -> None:
         """Drop the whole index (its schema, irreversibly), then close it."""
         with self._write() as conn:
@@ -466,9 +520,10 @@ class PostgresIndex:
 
     def _write_terms(
         self, conn: Any, row_ids: Sequence[int], counts: Sequence[Counter[str]]
-    ) -> list[list[int]]:
+    ) -> list[tuple[list[int], list[float]]]:
         """Add the postings of new rows (their terms' ``df`` and the total length too);
-        return each row's term ids."""
+        return each row's term ids and impacts (the BM25 term-frequency factor at the
+        average length after this add: the order of a term's postings, see :meth:`_bm25`)."""
         df: Counter[str] = Counter()
         for tf in counts:
             df.update(tf.keys())
@@ -484,50 +539,62 @@ class PostgresIndex:
                 (terms, [df[t] for t in terms]),
             ).fetchall():
                 ids[term] = term_id
-        out: list[list[int]] = []
-        total = 0
+        lengths = [sum(tf.values()) for tf in counts]
+        n, total = conn.execute(self._q("SELECT n, total_len FROM {s}.meta")).fetchone()
+        avgdl = max((total + sum(lengths)) / max(n + len(counts), 1), 1e-9)
+        out: list[tuple[list[int], list[float]]] = []
         with conn.cursor().copy(
-            self._q("COPY {s}.postings (term_id, row_id, tf, dl) FROM STDIN")
+            self._q("COPY {s}.postings (term_id, impact, row_id, tf, dl) FROM STDIN")
         ) as copy:
-            for row_id, tf in zip(row_ids, counts, strict=True):
-                dl = sum(tf.values())
-                total += dl
-                out.append([ids[t] for t in tf])
-                for term, n in tf.items():
-                    copy.write_row((ids[term], row_id, n, dl))
-        conn.execute(self._q("UPDATE {s}.meta SET total_len = total_len + %s"), (total,))
+            for row_id, tf, dl in zip(row_ids, counts, lengths, strict=True):
+                norm = BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl)
+                term_ids, impacts = [], []
+                for term, count in tf.items():
+                    impact = float(np.float32(count / (count + norm)))  # as Postgres' real
+                    term_ids.append(ids[term])
+                    impacts.append(impact)
+                    copy.write_row((ids[term], impact, row_id, count, dl))
+                out.append((term_ids, impacts))
+        conn.execute(self._q("UPDATE {s}.meta SET total_len = total_len + %s"), (sum(lengths),))
         return out
 
     def _delete_rows(self, conn: Any, where: str, value: Any) -> int:
         """Delete the chunks matching ``where`` with their postings; return how many."""
         gone = conn.execute(
-            self._q(f"DELETE FROM {{s}}.chunks WHERE {where} RETURNING row_id, n_terms, term_ids"),
+            self._q(
+                f"DELETE FROM {{s}}.chunks WHERE {where} "
+                "RETURNING row_id, n_terms, term_ids, impacts"
+            ),
             (value,),
         ).fetchall()
         if not gone:
             return 0
-        row_ids = [r[0] for r in gone]
+        keys: tuple[list[int], list[float], list[int]] = ([], [], [])
+        for row_id, _, term_ids, impacts in gone:
+            keys[0].extend(term_ids)
+            keys[1].extend(impacts)
+            keys[2].extend([row_id] * len(term_ids))
         conn.execute(
             self._q(
-                "DELETE FROM {s}.postings p USING unnest(%s::int[], %s::bigint[]) "
-                "AS g(term_id, row_id) WHERE p.term_id = g.term_id AND p.row_id = g.row_id"
+                "DELETE FROM {s}.postings p USING unnest(%s::int[], %s::real[], %s::bigint[]) "
+                "AS g(term_id, impact, row_id) WHERE p.term_id = g.term_id "
+                "AND p.impact = g.impact AND p.row_id = g.row_id"
             ),
-            _pairs(gone),
+            keys,
         )
-        df = Counter(t for r in gone for t in r[2])
-        if df:
-            conn.execute(
-                self._q(
-                    "UPDATE {s}.terms t SET df = t.df - x.c FROM unnest(%s::int[], %s::int[]) "
-                    "AS x(term_id, c) WHERE t.term_id = x.term_id"
-                ),
-                (list(df), list(df.values())),
-            )
+        df = Counter(keys[0])
+        conn.execute(
+            self._q(
+                "UPDATE {s}.terms t SET df = t.df - x.c FROM unnest(%s::int[], %s::int[]) "
+                "AS x(term_id, c) WHERE t.term_id = x.term_id"
+            ),
+            (list(df), list(df.values())),
+        )
         conn.execute(
             self._q("UPDATE {s}.meta SET n = n - %s, total_len = total_len - %s"),
-            (len(row_ids), sum(r[1] for r in gone)),
+            (len(gone), sum(r[1] for r in gone)),
         )
-        return len(row_ids)
+        return len(gone)
 
     def _bm25(
         self, conn: Any, query: str, k: int, doc_ids: Sequence[str] | None
@@ -535,21 +602,31 @@ class PostgresIndex:
         qtf = Counter(analyze(query))
         if not qtf or (doc_ids is not None and not doc_ids):
             return []
-        terms = sorted(qtf)
-        where, params = "", [terms, [float(qtf[t]) for t in terms], BM25_K1, BM25_B, BM25_B]
+        n, total = conn.execute(self._q("SELECT n, total_len FROM {s}.meta")).fetchone()
+        found = conn.execute(
+            self._q("SELECT term_id, term, df FROM {s}.terms WHERE term = ANY(%s) AND df > 0"),
+            (sorted(qtf),),
+        ).fetchall()
+        if not found or not n:
+            return []
+        # the query's term weights are computed here, so the planner sees a short list of
+        # term ids and reads, per term, its champion postings (highest impact first: a
+        # backward index-only scan of the primary key, at most postings_per_term rows)
+        term_ids = [t for t, _, _ in found]
+        weights = [qtf[term] * math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, term, df in found]
+        avgdl = max(total / n, 1e-9)
+        where = ""
+        params: list[Any] = [BM25_K1, 1 - BM25_B, BM25_B / avgdl, term_ids, weights]
         if doc_ids is not None:
-            where = "WHERE p.row_id IN (SELECT row_id FROM {s}.chunks WHERE doc_id = ANY(%s))"
+            where = "AND q.row_id IN (SELECT row_id FROM {s}.chunks WHERE doc_id = ANY(%s))"
             params.append(sorted(set(doc_ids)))
-        params.append(k)
+        params += [self.postings_per_term, k]
         sql = (
-            "WITH st AS (SELECT n::float8 AS n, "
-            "greatest(total_len::float8 / greatest(n, 1), 1e-9) AS avgdl FROM {s}.meta), "
-            "q AS (SELECT t.term_id, x.qtf * ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS w "
-            "FROM unnest(%s::text[], %s::float8[]) AS x(term, qtf) "
-            "JOIN {s}.terms t ON t.term = x.term CROSS JOIN st WHERE t.df > 0), "
-            "scored AS (SELECT p.row_id, sum(q.w * p.tf / (p.tf + %s * (1 - %s + %s * p.dl "
-            "/ st.avgdl))) AS score FROM q JOIN {s}.postings p ON p.term_id = q.term_id "
-            f"CROSS JOIN st {where} GROUP BY p.row_id ORDER BY score DESC, p.row_id LIMIT %s) "
+            "WITH scored AS (SELECT p.row_id, sum(w.w * p.tf / (p.tf + %s * (%s + %s * p.dl))) "
+            "AS score FROM unnest(%s::int[], %s::float8[]) AS w(term_id, w) "
+            "CROSS JOIN LATERAL (SELECT q.row_id, q.tf, q.dl FROM {s}.postings q "
+            f"WHERE q.term_id = w.term_id {where} ORDER BY q.impact DESC LIMIT %s) p "
+            "GROUP BY p.row_id ORDER BY score DESC, p.row_id LIMIT %s) "
             "SELECT c.chunk_id, c.payload, s.score FROM scored s JOIN {s}.chunks c "
             "ON c.row_id = s.row_id"
         )
@@ -592,15 +669,6 @@ class PostgresIndex:
         if q.shape != (self.dim,):
             raise ValueError(f"query vector must have shape ({self.dim},), got {q.shape}")
         return q
-
-
-def _pairs(gone: Sequence[tuple[int, int, list[int]]]) -> tuple[list[int], list[int]]:
-    terms: list[int] = []
-    rows: list[int] = []
-    for row_id, _, term_ids in gone:
-        terms.extend(term_ids)
-        rows.extend([row_id] * len(term_ids))
-    return terms, rows
 
 
 def _hits(rows: Sequence[tuple[str, str, float]], retriever: Retriever) -> list[Hit]:
