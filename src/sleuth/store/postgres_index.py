@@ -22,8 +22,8 @@ size; a term held by fewer chunks is read whole, so small collections are ranked
 and the scores of what is read are exact (current N, df and avgdl). Terms come from the same
 analyzer as the local backend (:func:`sleuth.retrieval.text.analyze`: accents folded, CJK
 character bigrams, emoji, English stemming), applied in Python on both sides, so both
-backends find the same chunks for any script. Postgres' own ``tsvector`` was not used: its parsers neither cut CJK into bigrams nor
-keep emoji, and ``ts_rank`` has no IDF.
+backends find the same chunks for any script. Postgres' own ``tsvector`` was not used: its
+parsers neither cut CJK into bigrams nor keep emoji, and ``ts_rank`` has no IDF.
 
 Dense search is pgvector's HNSW index (Malkov & Yashunin, IEEE TPAMI 2018) on inner product
 (vectors are L2-normalised, so inner product = cosine), ``hnsw.ef_search`` = ``max(ef_search,
