@@ -5,9 +5,9 @@ One schema per sleuth collection (:func:`schema_name`), in the catalog's databas
     meta      one row: format, dim, analyzer version, number of chunks, total term count
     chunks    row_id bigserial, chunk_id text unique, doc_id text (btree), payload text (the
               whole Chunk as JSON), embedding vector(dim) (HNSW, inner product), n_terms,
-              term_ids int[] (the chunk's distinct terms, so a delete finds its postings)
-    terms     term_id serial, term text unique, df (chunks holding the term)
+              term_ids int[] (the chunk's distinct terms, so a delete finds its postings),
               impacts real[] (their BM25 tf factors: the key of their postings)
+    terms     term_id serial, term text unique, df (chunks holding the term)
     postings  (term_id, impact, row_id) primary key INCLUDE (tf, dl): one row per term of a
               chunk; impact = tf / (tf + k1 · (1 − b + b · dl/avgdl)) at the time it was added
 
