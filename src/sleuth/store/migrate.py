@@ -5,9 +5,10 @@ The chunks and their stored vectors are read from the local index
 references from the source catalog, and written document by document to a
 :class:`~sleuth.store.postgres_index.PostgresIndex` and the catalog in the target database:
 first the document's chunks into the index (one transaction), then its catalog record (one
-transaction), as ingestion does. A document already in the target (same content hash, every
-chunk in the index) is skipped, so an interrupted migration resumes where it stopped. The
-source is only read: nothing is deleted there.
+transaction), as ingestion does; into an empty index the HNSW graph and the BM25 key are
+built once at the end (:meth:`PostgresIndex.deferred_indexes`). A document already in the
+target (same content hash, every chunk in the index) is skipped, so an interrupted
+migration resumes where it stopped. The source is only read: nothing is deleted there.
 
 When the source catalog is the target database itself (``SLEUTH_DATABASE_URL`` already
 pointed at it, with a local index), only the index is copied and the collection's backend
@@ -16,6 +17,7 @@ is switched to ``postgres`` at the end.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -94,10 +96,12 @@ def migrate_collection(
             PostgresIndex(target_url, collection, info.dim) as pg,
         ):
             have = pg.chunk_ids()
-            for done, doc in enumerate(docs, start=1):
-                _copy_document(source, target, local, pg, collection, doc, have, report)
-                if progress is not None:
-                    progress(done, len(docs))
+            # into an empty index: load, then build the HNSW graph and BM25 key once
+            with pg.deferred_indexes() if not have else contextlib.nullcontext():
+                for done, doc in enumerate(docs, start=1):
+                    _copy_document(source, target, local, pg, collection, doc, have, report)
+                    if progress is not None:
+                        progress(done, len(docs))
         if same_catalog:
             target.set_collection_backend(collection, "postgres")
         return report

@@ -18,12 +18,14 @@ counted again), computed in SQL from the postings of the query's terms (an index
 of the primary key). For each query term only its ``postings_per_term`` postings of highest
 impact are read (champion lists: Manning, Raghavan & Schütze, *Introduction to Information
 Retrieval*, 2008, §7.1.3), so a search reads a bounded number of postings at any corpus
-size; a term held by fewer chunks is read whole, so small collections are ranked exactly,
-and the scores of what is read are exact (current N, df and avgdl). Terms come from the same
-analyzer as the local backend (:func:`sleuth.retrieval.text.analyze`: accents folded, CJK
-character bigrams, emoji, English stemming), applied in Python on both sides, so both
-backends find the same chunks for any script. Postgres' own ``tsvector`` was not used: its
-parsers neither cut CJK into bigrams nor keep emoji, and ``ts_rank`` has no IDF.
+size; a term held by fewer chunks is read whole, so small collections are ranked exactly.
+The best :data:`BM25_CANDIDATES` (at least ``4 k``) chunks by that partial score are then
+scored exactly over every query term they hold (current N, df and avgdl), so a chunk found
+through a rare term is not ranked down for missing a common term's champion list. Terms come
+from the same analyzer as the local backend (:func:`sleuth.retrieval.text.analyze`: accents
+folded, CJK character bigrams, emoji, English stemming), applied in Python on both sides, so
+both backends find the same chunks for any script. Postgres' own ``tsvector`` was not used:
+its parsers neither cut CJK into bigrams nor keep emoji, and ``ts_rank`` has no IDF.
 
 Dense search is pgvector's HNSW index (Malkov & Yashunin, IEEE TPAMI 2018) on inner product
 (vectors are L2-normalised, so inner product = cosine), ``hnsw.ef_search`` = ``max(ef_search,
@@ -60,6 +62,8 @@ FORMAT_VERSION = 1
 MAX_EF_SEARCH = 1000
 """pgvector's largest ``hnsw.ef_search``."""
 HNSW_M = 16
+BM25_CANDIDATES = 100
+"""Chunks a BM25 search scores exactly over all query terms (at least ``4 k``)."""
 HNSW_EF_CONSTRUCTION = 64
 _PURPOSE = "the PostgreSQL index"
 _POSTINGS_KEY = "CONSTRAINT postings_pkey PRIMARY KEY (term_id, impact, row_id) INCLUDE (tf, dl)"
@@ -609,26 +613,46 @@ class PostgresIndex:
         ).fetchall()
         if not found or not n:
             return []
-        # the query's term weights are computed here, so the planner sees a short list of
-        # term ids and reads, per term, its champion postings (highest impact first: a
-        # backward index-only scan of the primary key, at most postings_per_term rows)
-        term_ids = [t for t, _, _ in found]
-        weights = [qtf[term] * math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, term, df in found]
+        # The query's term weights are computed here, so the planner sees a short list of
+        # term ids. Phase 1 reads each term's champion postings (highest impact first: a
+        # backward index-only scan of the primary key, at most postings_per_term rows) and
+        # keeps the best `candidates` chunks by that partial score; phase 2 scores those
+        # exactly over every query term they hold (primary-key lookups of their postings).
         avgdl = max(total / n, 1e-9)
         where = ""
-        params: list[Any] = [BM25_K1, 1 - BM25_B, BM25_B / avgdl, term_ids, weights]
+        params: dict[str, Any] = {
+            "terms": [t for t, _, _ in found],
+            "weights": [qtf[t] * math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, t, df in found],
+            "k1": BM25_K1,
+            "c1": 1 - BM25_B,
+            "c2": BM25_B / avgdl,
+            "cap": self.postings_per_term,
+            "candidates": max(BM25_CANDIDATES, 4 * k),
+            "k": k,
+        }
         if doc_ids is not None:
-            where = "AND q.row_id IN (SELECT row_id FROM {s}.chunks WHERE doc_id = ANY(%s))"
-            params.append(sorted(set(doc_ids)))
-        params += [self.postings_per_term, k]
+            where = "AND q.row_id IN (SELECT row_id FROM {s}.chunks WHERE doc_id = ANY(%(docs)s))"
+            params["docs"] = sorted(set(doc_ids))
+        weight = "w.w * p.tf / (p.tf + %(k1)s * (%(c1)s + %(c2)s * p.dl))"
         sql = (
-            "WITH scored AS (SELECT p.row_id, sum(w.w * p.tf / (p.tf + %s * (%s + %s * p.dl))) "
-            "AS score FROM unnest(%s::int[], %s::float8[]) AS w(term_id, w) "
+            "WITH w AS (SELECT * FROM unnest(%(terms)s::int[], %(weights)s::float8[]) "
+            "AS w(term_id, w)), "
+            f"partial AS (SELECT p.row_id, sum({weight}) AS score FROM w "
             "CROSS JOIN LATERAL (SELECT q.row_id, q.tf, q.dl FROM {s}.postings q "
-            f"WHERE q.term_id = w.term_id {where} ORDER BY q.impact DESC LIMIT %s) p "
-            "GROUP BY p.row_id ORDER BY score DESC, p.row_id LIMIT %s) "
-            "SELECT c.chunk_id, c.payload, s.score FROM scored s JOIN {s}.chunks c "
-            "ON c.row_id = s.row_id"
+            f"WHERE q.term_id = w.term_id {where} ORDER BY q.impact DESC LIMIT %(cap)s) p "
+            "GROUP BY p.row_id ORDER BY score DESC, p.row_id LIMIT %(candidates)s), "
+            "keys AS (SELECT c.row_id, u.term_id, u.impact FROM partial "
+            "JOIN {s}.chunks c ON c.row_id = partial.row_id "
+            "CROSS JOIN LATERAL unnest(c.term_ids, c.impacts) AS u(term_id, impact) "
+            "WHERE u.term_id = ANY(%(terms)s)), "
+            # LIMIT 1 keeps the lateral a subquery: one primary-key lookup per key
+            f"exact AS (SELECT keys.row_id, sum({weight}) AS score FROM keys "
+            "CROSS JOIN LATERAL (SELECT q.tf, q.dl FROM {s}.postings q "
+            "WHERE q.term_id = keys.term_id AND q.impact = keys.impact "
+            "AND q.row_id = keys.row_id LIMIT 1) p JOIN w ON w.term_id = keys.term_id "
+            "GROUP BY keys.row_id ORDER BY score DESC, keys.row_id LIMIT %(k)s) "
+            "SELECT c.chunk_id, c.payload, e.score FROM exact e JOIN {s}.chunks c "
+            "ON c.row_id = e.row_id"
         )
         rows = conn.execute(self._q(sql), params).fetchall()
         return [(cid, payload, float(score)) for cid, payload, score in rows if score > 0]
