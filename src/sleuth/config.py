@@ -50,8 +50,8 @@ def display_value(field: str, value: Any) -> str:
 def validation_messages(exc: ValidationError) -> dict[str, str]:
     """One message per bad field of a settings ``ValidationError``, keyed by field name.
 
-    The message reads ``SLEUTH_INDEX_BACKEND='foo': Input should be 'local' or 'milvus'``
-    (secrets masked).
+    The message reads ``SLEUTH_INDEX_BACKEND='foo': Input should be 'local', 'milvus' or
+    'postgres'`` (secrets masked).
     """
     out: dict[str, str] = {}
     for error in exc.errors():
@@ -91,11 +91,12 @@ class Settings(BaseSettings):
         "'hnsw' (faiss HNSW graph, approximate; for ~100k+ chunks; needs sleuth[ann])",
     )
     hnsw_ef_search: int = Field(
-        default=64,
+        default=256,
         ge=1,
         le=4096,
         description="HNSW search beam width (higher: better recall, slower); local_ann=hnsw "
-        "and the postgres backend",
+        "and the postgres backend (at most 1,000 there). 256: dense recall@10 0.98 (local) "
+        "and 0.96 (postgres) at 1M chunks in bench_scale, for ~1-3 ms more than 64",
     )
     milvus_uri: str | None = Field(
         default=None,

@@ -75,7 +75,9 @@ def test_config_errors_one_line_per_field() -> None:
     )
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
-    assert lines[0] == "error: SLEUTH_INDEX_BACKEND='foo': Input should be 'local' or 'milvus'"
+    assert lines[0] == (
+        "error: SLEUTH_INDEX_BACKEND='foo': Input should be 'local', 'milvus' or 'postgres'"
+    )
     assert lines[1].startswith("error: SLEUTH_MAX_ITERATIONS='0': Input should be greater")
     assert len(lines) == 2
 

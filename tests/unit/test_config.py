@@ -19,7 +19,7 @@ def test_validation_messages_name_the_variable(monkeypatch: pytest.MonkeyPatch) 
         Settings()
     messages = validation_messages(info.value)
     assert messages["index_backend"] == (
-        "SLEUTH_INDEX_BACKEND='foo': Input should be 'local' or 'milvus'"
+        "SLEUTH_INDEX_BACKEND='foo': Input should be 'local', 'milvus' or 'postgres'"
     )
     assert messages["max_iterations"].startswith("SLEUTH_MAX_ITERATIONS='0': ")
     assert messages["run_timeout_s"].startswith("SLEUTH_RUN_TIMEOUT_S='-1': ")

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import math
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -1078,3 +1079,46 @@ def test_postgres_bm25_reads_each_terms_champion_postings(pg_url: str) -> None:
         full = ids(ix.search_bm25("theft", 5))
         assert len(full) == 5 and full[0] == "t_S3#0"  # three times in a short text
         assert capped == full[:2]
+
+
+def test_open_index_postgres_needs_a_postgresql_database_url(tmp_path: Path) -> None:
+    """The postgres backend lives in the catalog's database: without a PostgreSQL URL the
+    error says which setting to set (no server needed to get there)."""
+    if not HAVE_POSTGRES:
+        pytest.skip(NO_POSTGRES)
+    settings = Settings(data_dir=tmp_path, index_backend="postgres", _env_file=None)
+    with pytest.raises(ConfigError, match="SLEUTH_DATABASE_URL"):
+        open_index(settings, "laws", DIM)
+    sqlite = settings.model_copy(update={"database_url": f"sqlite:///{tmp_path / 'c.db'}"})
+    with pytest.raises(ConfigError, match="must be a PostgreSQL URL"):
+        open_index(sqlite, "laws", DIM)
+
+
+@needs_postgres
+def test_open_index_postgres_and_schema_names(pg_url: str, tmp_path: Path) -> None:
+    from sleuth.store.postgres_index import PostgresIndex, schema_name
+
+    settings = Settings(
+        data_dir=tmp_path, index_backend="postgres", database_url=new_database(pg_url)
+    )
+    ix = open_index(settings, "my.Laws-2024", DIM)
+    try:
+        assert isinstance(ix, PostgresIndex)
+        assert ix.schema == schema_name("my.Laws-2024") != schema_name("my_laws_2024")
+        assert len(schema_name("x" * 64).encode()) <= 63
+        assert not (tmp_path / "indexes").exists()
+    finally:
+        ix.close()
+
+
+@needs_postgres
+def test_postgres_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
+    from sleuth.store.postgres_index import PostgresIndex
+
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql+psycopg://sleuth:secret@127.0.0.1:{port}/sleuth"
+    with pytest.raises(ConfigError, match="cannot open the PostgreSQL index") as err:
+        PostgresIndex(url, "laws", DIM)
+    assert "secret" not in str(err.value) and "refused" in str(err.value).lower()

@@ -59,6 +59,7 @@ from sleuth.store.local_index import BM25_B, BM25_K1
 from sleuth.types import Chunk, Hit, Retriever
 
 FORMAT_VERSION = 1
+CONNECT_TIMEOUT_S = 10
 MAX_EF_SEARCH = 1000
 """pgvector's largest ``hnsw.ef_search``."""
 HNSW_M = 16
@@ -149,7 +150,7 @@ class PostgresIndex:
         url: str,
         collection: str,
         dim: int,
-        ef_search: int = 64,
+        ef_search: int = 256,
         pool_size: int = 4,
         postings_per_term: int = 5000,
     ) -> None:
@@ -157,7 +158,7 @@ class PostgresIndex:
             raise ValueError(f"dim must be >= 1, got {dim}")
         if ef_search < 1:
             raise ValueError(f"ef_search must be >= 1, got {ef_search}")
-        require("psycopg", "postgres", _PURPOSE)
+        psycopg: Any = require("psycopg", "postgres", _PURPOSE)
         pool_mod: Any = require("psycopg_pool", "postgres", _PURPOSE)
         self.collection = collection
         self.schema = schema_name(collection)
@@ -169,7 +170,11 @@ class PostgresIndex:
         )
         self._closed = False
         self._state_lock = threading.Lock()
-        conninfo = libpq_url(url) if "+" in url.split("://", 1)[0] else url
+        conninfo = libpq_url(url)
+        try:  # one plain connection first: its error names the cause at once
+            psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT_S).close()
+        except Exception as exc:
+            raise ConfigError(f"cannot open {_PURPOSE} at {_masked(url)}: {exc}") from exc
         try:
             self._pool: Any = pool_mod.ConnectionPool(
                 conninfo,
@@ -177,7 +182,8 @@ class PostgresIndex:
                 max_size=pool_size,
                 open=True,
                 timeout=30,
-                kwargs={"autocommit": True},  # reads take no transaction; writes open one
+                # autocommit: reads take no transaction; writes open one
+                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             )
             self._pool.wait(timeout=30)
         except Exception as exc:
