@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 RATE_PATTERN = re.compile(r"[1-9]\d*\s*/\s*(?:\d+\s*)?(?:second|minute|hour|day)s?", re.I)
@@ -289,6 +289,25 @@ class Settings(BaseSettings):
     def _lower_choices(cls, value: object) -> object:
         """Choices are case-insensitive: ``SLEUTH_REFLECTION=OFF`` is ``off``."""
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("index_backend")
+    @classmethod
+    def _postgres_needs_a_postgresql_catalog(cls, value: str, info: ValidationInfo) -> str:
+        """``postgres`` keeps the index in the catalog's database: that must be PostgreSQL."""
+        if value != "postgres":
+            return value
+        url = info.data.get("database_url")
+        if not url:
+            raise ValueError(
+                "the postgres backend keeps the index in the catalog's database: set "
+                "SLEUTH_DATABASE_URL to a PostgreSQL URL (postgresql+psycopg://user@host/db)"
+            )
+        scheme = str(url).split("://", 1)[0].split("+", 1)[0]
+        if scheme not in ("postgresql", "postgres"):
+            raise ValueError(
+                f"the postgres backend needs a PostgreSQL SLEUTH_DATABASE_URL, not {scheme!r}"
+            )
+        return value
 
     @property
     def sqlite_path(self) -> Path:

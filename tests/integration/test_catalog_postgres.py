@@ -9,6 +9,7 @@ database of its own. Skipped with the reason only when pgserver or psycopg is mi
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -343,11 +344,71 @@ def test_migrate_a_local_collection_into_postgresql_resumes_and_searches_the_sam
 
 
 def test_migrate_refuses_what_it_cannot_do(pg_url: str, tmp_path: Path) -> None:
+    """Each refusal is one clear line naming --to or the collection; no password shown."""
     from sleuth.errors import UserError
     from sleuth.store.migrate import migrate_collection
 
     settings, _ = _local_collection(tmp_path / "data")
-    with pytest.raises(UserError, match="'nope' does not exist"):
+    with pytest.raises(UserError, match="'nope' does not exist in the source catalog"):
         migrate_collection(settings, "nope", pg_url)
-    with pytest.raises(ConfigError, match="PostgreSQL URL"):
+    with pytest.raises(ConfigError, match=r"--to must be a PostgreSQL URL .* not 'sqlite'"):
         migrate_collection(settings, "law", f"sqlite:///{tmp_path / 'x.sqlite3'}")
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConfigError, match="cannot open --to") as err:
+        migrate_collection(settings, "law", f"postgresql+psycopg://u:s3cret@127.0.0.1:{port}/db")
+    assert "s3cret" not in str(err.value) and "\n" not in str(err.value)
+    secret = settings.model_copy(
+        update={"database_url": f"postgresql+psycopg://u:s3cret@127.0.0.1:{port}/db"}
+    )
+    with pytest.raises(ConfigError) as err:
+        migrate_collection(secret, "law", pg_url)
+    assert "s3cret" not in str(err.value)
+
+
+def test_migrate_within_one_database_switches_the_backend(pg_url: str, tmp_path: Path) -> None:
+    """The catalog already on PostgreSQL, the index local: only the index moves, and the
+    collection's backend becomes postgres; the URL may be spelled another way (a socket
+    path plain or percent-encoded, another driver name)."""
+    from sqlalchemy.engine import make_url
+
+    from sleuth.store.migrate import migrate_collection
+
+    embedder = HashingEmbedder()
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        database_url=pg_url,
+        index_backend="local",
+        embedding_model=embedder.name,
+        _env_file=None,
+    )
+    catalog = Catalog(pg_url)
+    kb = KnowledgeBase(settings, catalog, embedder=embedder)
+    pipeline = IngestPipeline(
+        settings, catalog, index_opener=lambda _s, c, _d: kb.index(c), embedder=embedder
+    )
+    try:
+        pipeline.ingest_documents([make_document(STATUTE_SECTIONS)], "same")
+        want = [h.chunk.chunk_id for h in kb.search("same", "murder punished", 5, mode="bm25")]
+    finally:
+        pipeline.close()
+        kb.close()
+        catalog.close()
+    respelled = make_url(pg_url).set(drivername="postgresql").render_as_string(False)
+    assert respelled != pg_url
+    report = migrate_collection(settings, "same", respelled)
+    assert (report.documents_copied, report.chunks_copied) == (
+        1,
+        len(want) and report.chunks_copied,
+    )
+    pg = settings.model_copy(update={"index_backend": "postgres"})
+    catalog = Catalog(pg_url)
+    kb = KnowledgeBase(pg, catalog, embedder=embedder)
+    try:
+        assert catalog.get_collection("same").backend == "postgres"  # type: ignore[union-attr]
+        got = [h.chunk.chunk_id for h in kb.search("same", "murder punished", 5, mode="bm25")]
+        assert got == want
+    finally:
+        kb.close()
+        catalog.close()

@@ -168,3 +168,29 @@ def test_knowledge_base_checks_the_query_vector_dimension() -> None:
         assert s.kb.search("ships", "zeppelin", mode="bm25")
     finally:
         s.close()
+
+
+def test_ingest_whose_index_cannot_open_leaves_no_collection_behind(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An index backend that cannot be opened (a server down, say) fails the ingest with one
+    line, and the collection it had just recorded is forgotten: it would otherwise pin the
+    name to that backend, and could be neither used nor deleted from another."""
+    from sleuth.errors import ConfigError
+
+    _use(monkeypatch)
+
+    def down(*_args: object) -> None:
+        raise ConfigError("cannot open the index server at 127.0.0.1:1: connection refused")
+
+    (tmp_path / "notes.md").write_text("# Notes\n\nThe zeppelin lands at dawn.\n")
+    with monkeypatch.context() as m:
+        m.setattr("sleuth.store.factory._open_backend", down)
+        result = runner.invoke(app, ["ingest", str(tmp_path / "notes.md"), "-c", "notes"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "error: cannot open the index server at 127.0.0.1:1: connection refused"
+    )
+    assert json.loads(runner.invoke(app, ["collections", "--json"]).stdout) == []
+    again = runner.invoke(app, ["ingest", str(tmp_path / "notes.md"), "-c", "notes"])
+    assert again.exit_code == 0, again.output  # the name is free, on the working backend

@@ -1081,17 +1081,24 @@ def test_postgres_bm25_reads_each_terms_champion_postings(pg_url: str) -> None:
         assert capped == full[:2]
 
 
-def test_open_index_postgres_needs_a_postgresql_database_url(tmp_path: Path) -> None:
-    """The postgres backend lives in the catalog's database: without a PostgreSQL URL the
-    error says which setting to set (no server needed to get there)."""
-    if not HAVE_POSTGRES:
-        pytest.skip(NO_POSTGRES)
-    settings = Settings(data_dir=tmp_path, index_backend="postgres", _env_file=None)
-    with pytest.raises(ConfigError, match="SLEUTH_DATABASE_URL"):
-        open_index(settings, "laws", DIM)
-    sqlite = settings.model_copy(update={"database_url": f"sqlite:///{tmp_path / 'c.db'}"})
-    with pytest.raises(ConfigError, match="must be a PostgreSQL URL"):
-        open_index(sqlite, "laws", DIM)
+def test_the_postgres_backend_needs_a_postgresql_database_url(tmp_path: Path) -> None:
+    """The postgres backend lives in the catalog's database: a settings error names the
+    variable to set (``sleuth config`` flags it, every command stops on it)."""
+    from pydantic import ValidationError
+
+    from sleuth.config import validation_messages
+
+    for url, says in [
+        (None, "set SLEUTH_DATABASE_URL to a PostgreSQL URL"),
+        (f"sqlite:///{tmp_path / 'c.db'}", "needs a PostgreSQL SLEUTH_DATABASE_URL, not 'sqlite'"),
+    ]:
+        with pytest.raises(ValidationError) as err:
+            Settings(data_dir=tmp_path, index_backend="postgres", database_url=url, _env_file=None)
+        assert says in validation_messages(err.value)["index_backend"]
+    ok = Settings(
+        index_backend="Postgres", database_url="postgresql+psycopg://u@h/db", _env_file=None
+    )
+    assert ok.index_backend == "postgres"
 
 
 @needs_postgres
@@ -1122,3 +1129,29 @@ def test_postgres_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot open the PostgreSQL index") as err:
         PostgresIndex(url, "laws", DIM)
     assert "secret" not in str(err.value) and "refused" in str(err.value).lower()
+
+
+@needs_postgres
+def test_postgres_rebuilds_indexes_a_killed_bulk_load_left_out(pg_url: str) -> None:
+    """A bulk load killed before its indexes were rebuilt: the next open builds them."""
+    import psycopg
+
+    from sleuth.store.postgres_index import PostgresIndex, libpq_url, schema_name
+
+    url = new_database(pg_url)
+    with PostgresIndex(url, "killed", DIM) as ix:
+        ix.add(CORPUS, vectors(CORPUS))
+    schema = schema_name("killed")
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:  # what a kill leaves
+        conn.execute(f'DROP INDEX "{schema}".chunks_embedding_idx')
+        conn.execute(f'ALTER TABLE "{schema}".postings DROP CONSTRAINT postings_pkey')
+    with PostgresIndex(url, "killed", DIM) as ix:
+        assert ids(ix.search_bm25("aardvark", 3)) == [AARDVARK]
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        names = {
+            r[0]
+            for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema,)
+            )
+        }
+    assert {"chunks_embedding_idx", "postings_pkey"} <= names

@@ -13,6 +13,7 @@ from sleuth.cli._common import EXIT_ERROR, CollectionOpt, JsonOpt, err
 from sleuth.errors import SleuthError
 
 if TYPE_CHECKING:
+    from sleuth.app import Sleuth
     from sleuth.ingest.pipeline import IngestReport
 
 INDEXED = ("added", "replaced", "unchanged", "duplicate")
@@ -84,6 +85,8 @@ def ingest(
             # a batch that indexed nothing leaves no empty collection of its own behind
             s.drop_collection(name)
     except SleuthError as exc:
+        if not existed:
+            _forget_new_empty_collection(s, name)
         s.close()
         raise common.fail(str(exc)) from exc
     s.close()
@@ -109,3 +112,16 @@ def ingest(
         )
     if problem is not None:
         raise common.fail(problem, EXIT_ERROR)
+
+
+def _forget_new_empty_collection(s: Sleuth, name: str) -> None:
+    """A collection this command created but filled with nothing before it failed (e.g. its
+    index backend could not be opened) is not left behind in the catalog, where it would
+    pin the collection to that backend."""
+    info = s.catalog.get_collection(name)
+    if info is None or info.n_documents or info.n_failed:
+        return
+    try:
+        s.drop_collection(name)
+    except SleuthError:  # the index cannot be reached: the catalog record goes alone
+        s.catalog.delete_collection(name)

@@ -56,6 +56,12 @@ def migrate(
                 )
     except SleuthError as exc:
         raise common.fail(str(exc)) from exc
+    except KeyboardInterrupt:
+        raise common.fail(
+            "interrupted: the documents copied so far are in the target; run the same "
+            "command again to finish (they are skipped)",
+            130,
+        ) from None
     if as_json:
         typer.echo(json.dumps(asdict(report), indent=2))
         return

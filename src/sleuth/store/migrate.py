@@ -22,12 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from sqlalchemy.engine import URL, make_url
 
-from sleuth.config import Settings
-from sleuth.errors import UserError
+from sleuth.config import Settings, mask_url
+from sleuth.errors import ConfigError, UserError
 from sleuth.store.catalog import Catalog, DocumentInfo, validate_collection_name
 from sleuth.store.local_index import LocalIndex
-from sleuth.store.postgres_index import PostgresIndex, libpq_url
+from sleuth.store.postgres_index import PostgresIndex
 
 Progress = Callable[[int, int], None]
 """Called after each document with (documents done, documents in all)."""
@@ -64,19 +65,38 @@ def migrate_collection(
 
     Raises:
         UserError: the collection does not exist, or is not on the local backend.
-        ConfigError: ``target_url`` is not a reachable PostgreSQL database with pgvector.
+        ConfigError: ``target_url`` is not a reachable PostgreSQL database with pgvector
+            (the message names ``--to``, the password masked).
         MissingExtraError: ``sleuth[postgres]`` is not installed.
     """
     validate_collection_name(collection)
-    libpq_url(target_url)  # a PostgreSQL URL, or a clear ConfigError before anything opens
+    shown = mask_url(target_url)
+    try:
+        target_parsed = make_url(target_url)
+    except Exception as exc:
+        raise ConfigError(f"--to {shown!r} is not a database URL: {exc}") from exc
+    if target_parsed.get_backend_name() != "postgresql":
+        raise ConfigError(
+            f"--to must be a PostgreSQL URL (postgresql+psycopg://user@host/db), not "
+            f"{target_parsed.get_backend_name()!r}"
+        )
     source = Catalog(settings.catalog_url)
-    same_catalog = source.url.render_as_string(hide_password=False) == target_url
-    target = source if same_catalog else Catalog(target_url)
+    same_catalog = _same_database(source.url, target_parsed)
+    try:
+        target = source if same_catalog else Catalog(target_url)
+    except ConfigError as exc:
+        source.close()
+        cause = exc.__cause__ or exc
+        raise ConfigError(f"cannot open --to {shown}: {' '.join(str(cause).split())}") from exc
     report = MigrationReport(collection)
     try:
         info = source.get_collection(collection)
         if info is None:
-            raise UserError(f"collection '{collection}' does not exist in {settings.catalog_url}")
+            raise UserError(
+                f"collection '{collection}' does not exist in the source catalog "
+                f"({mask_url(settings.catalog_url)}); migrate reads from the catalog of "
+                "SLEUTH_DATABASE_URL (SQLite in the data dir when unset)"
+            )
         if same_catalog and info.backend == "postgres":
             raise UserError(f"collection '{collection}' is already in PostgreSQL")
         if info.backend != "local":
@@ -109,6 +129,11 @@ def migrate_collection(
         if target is not source:
             target.close()
         source.close()
+
+
+def _same_database(a: URL, b: URL) -> bool:
+    """Whether two URLs name one database (drivers and spelling aside)."""
+    return a.set(drivername="postgresql") == b.set(drivername="postgresql")
 
 
 def _copy_document(

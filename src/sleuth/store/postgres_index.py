@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from sleuth.config import mask_url
 from sleuth.errors import ConfigError, EmbeddingModelMismatch, require
 from sleuth.retrieval.text import ANALYZER_VERSION, analyze
 from sleuth.store.index import rrf_fuse
@@ -174,7 +175,9 @@ class PostgresIndex:
         try:  # one plain connection first: its error names the cause at once
             psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT_S).close()
         except Exception as exc:
-            raise ConfigError(f"cannot open {_PURPOSE} at {_masked(url)}: {exc}") from exc
+            raise ConfigError(
+                f"cannot open {_PURPOSE} at {mask_url(url)}: {_one_line(exc)}"
+            ) from exc
         try:
             self._pool: Any = pool_mod.ConnectionPool(
                 conninfo,
@@ -187,7 +190,9 @@ class PostgresIndex:
             )
             self._pool.wait(timeout=30)
         except Exception as exc:
-            raise ConfigError(f"cannot open {_PURPOSE} at {_masked(url)}: {exc}") from exc
+            raise ConfigError(
+                f"cannot open {_PURPOSE} at {mask_url(url)}: {_one_line(exc)}"
+            ) from exc
         try:
             self._open_schema()
         except BaseException:
@@ -210,8 +215,8 @@ class PostgresIndex:
             except Exception as exc:
                 raise ConfigError(
                     f"{_PURPOSE} needs the pgvector extension ('CREATE EXTENSION vector' "
-                    f"failed: {exc}); install pgvector on the server or ask its owner to "
-                    "create the extension"
+                    f"failed: {_one_line(exc)}); install pgvector on the server or ask its "
+                    "owner to create the extension"
                 ) from exc
             row = conn.execute(
                 "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
@@ -241,6 +246,22 @@ class PostgresIndex:
                 )
             if meta[2] != ANALYZER_VERSION:
                 self._recount_terms(conn)
+            self._repair_indexes(conn)
+
+    def _repair_indexes(self, conn: Any) -> None:
+        """Build the HNSW index and the postings key when missing (a bulk load of
+        :meth:`deferred_indexes` killed before it rebuilt them): search stays correct
+        without them, but scans everything."""
+        have = {
+            r[0]
+            for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (self.schema,)
+            )
+        }
+        if "postings_pkey" not in have:
+            conn.execute(self._q("ALTER TABLE {s}.postings ADD " + _POSTINGS_KEY))
+        if "chunks_embedding_idx" not in have:
+            conn.execute(self._q(_HNSW_INDEX))
 
     def _create_schema(self, conn: Any) -> None:
         for statement in (
@@ -714,5 +735,6 @@ def _check_k(k: int) -> None:
         raise ValueError(f"k must be >= 1, got {k}")
 
 
-def _masked(url: str) -> str:
-    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+def _one_line(exc: BaseException) -> str:
+    """A server error (with its DETAIL / HINT lines) on one line."""
+    return " ".join(str(exc).split())
