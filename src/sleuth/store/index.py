@@ -92,3 +92,23 @@ def rrf_fuse(rankings: Sequence[Sequence[Hit]], k: int, rrf_k: int = RRF_K) -> l
         Hit(chunk=chunks[cid], score=scores[cid], rank=i, retriever="hybrid")
         for i, cid in enumerate(ordered, start=1)
     ]
+
+
+def check_k(k: int) -> None:
+    """Raise ``ValueError`` unless ``k`` (hits wanted) is at least 1."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+
+
+def query_vector(vector: np.ndarray, dim: int) -> np.ndarray:
+    """A query vector as float32 of shape ``(dim,)`` (``(1, dim)`` is accepted).
+
+    Raises:
+        ValueError: another shape.
+    """
+    q = np.asarray(vector, dtype=np.float32)
+    if q.ndim == 2 and q.shape[0] == 1:
+        q = q[0]
+    if q.shape != (dim,):
+        raise ValueError(f"query vector must have shape ({dim},), got {q.shape}")
+    return q

@@ -63,7 +63,7 @@ from bm25s.tokenization import Tokenized
 
 from sleuth.errors import ConfigError, EmbeddingModelMismatch, SleuthError
 from sleuth.retrieval.text import ANALYZER_VERSION, analyze
-from sleuth.store.index import rrf_fuse
+from sleuth.store.index import check_k, query_vector, rrf_fuse
 from sleuth.types import Chunk, Hit, Retriever
 
 try:  # POSIX advisory locks; on other platforms only the in-process lock applies.
@@ -302,7 +302,7 @@ class LocalIndex:
         Raises:
             ValueError: ``k`` < 1.
         """
-        _check_k(k)
+        check_k(k)
         with self._lock:
             self._check_open()
             self._catch_up()
@@ -324,8 +324,8 @@ class LocalIndex:
         Raises:
             ValueError: ``k`` < 1 or the vector has the wrong shape.
         """
-        _check_k(k)
-        q = self._query_vector(vector)
+        check_k(k)
+        q = query_vector(vector, self.dim)
         with self._lock:
             self._check_open()
             self._catch_up()
@@ -346,8 +346,8 @@ class LocalIndex:
         Raises:
             ValueError: ``k`` < 1 or the vector has the wrong shape.
         """
-        _check_k(k)
-        q = self._query_vector(vector)
+        check_k(k)
+        q = query_vector(vector, self.dim)
         n_cand = max(50, 4 * k)
         with self._lock:
             self._check_open()
@@ -540,14 +540,6 @@ class LocalIndex:
         return removed
 
     # ------------------------------------------------------------------ search internals
-
-    def _query_vector(self, vector: np.ndarray) -> np.ndarray:
-        q = np.asarray(vector, dtype=np.float32)
-        if q.ndim == 2 and q.shape[0] == 1:
-            q = q[0]
-        if q.shape != (self.dim,):
-            raise ValueError(f"query vector must have shape ({self.dim},), got {q.shape}")
-        return q
 
     def _allowed(self, doc_ids: Sequence[str] | None) -> np.ndarray | None:
         if doc_ids is None:
@@ -929,8 +921,3 @@ class LocalIndex:
             if m and (m.group(4) or int(m.group(2)) != self._gen):
                 with contextlib.suppress(OSError):
                     path.unlink()
-
-
-def _check_k(k: int) -> None:
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")

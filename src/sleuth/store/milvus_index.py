@@ -47,7 +47,7 @@ import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
 from sleuth.errors import ConfigError, EmbeddingModelMismatch, require
-from sleuth.store.index import RRF_K, rrf_fuse
+from sleuth.store.index import RRF_K, check_k, query_vector, rrf_fuse
 from sleuth.store.local_index import BM25_B, BM25_K1, tokenize
 from sleuth.types import Chunk, Hit, Retriever
 
@@ -294,7 +294,7 @@ class MilvusIndex:
         Raises:
             ValueError: ``k`` < 1.
         """
-        _check_k(k)
+        check_k(k)
         self._check_open()
         if (doc_ids is not None and not doc_ids) or not _has_terms(query):
             return []
@@ -319,8 +319,8 @@ class MilvusIndex:
         Raises:
             ValueError: ``k`` < 1 or the vector has the wrong shape.
         """
-        _check_k(k)
-        q = self._query_vector(vector)
+        check_k(k)
+        q = query_vector(vector, self.dim)
         self._check_open()
         if doc_ids is not None and not doc_ids:
             return []
@@ -351,8 +351,8 @@ class MilvusIndex:
         Raises:
             ValueError: ``k`` < 1 or the vector has the wrong shape.
         """
-        _check_k(k)
-        q = self._query_vector(vector)
+        check_k(k)
+        q = query_vector(vector, self.dim)
         self._check_open()
         if doc_ids is not None and not doc_ids:
             return []
@@ -447,14 +447,6 @@ class MilvusIndex:
     def _filter(doc_ids: Sequence[str] | None) -> str:
         return "" if doc_ids is None else _in_filter("doc_id", doc_ids)
 
-    def _query_vector(self, vector: np.ndarray) -> np.ndarray:
-        q = np.asarray(vector, dtype=np.float32)
-        if q.ndim == 2 and q.shape[0] == 1:
-            q = q[0]
-        if q.shape != (self.dim,):
-            raise ValueError(f"query vector must have shape ({self.dim},), got {q.shape}")
-        return q
-
     @staticmethod
     def _release_lite(key: str) -> None:
         with _lite_lock:
@@ -482,8 +474,3 @@ def _to_hits(results: Sequence[Any], retriever: Retriever, score: Any = float) -
         Hit(chunk=c, score=s, rank=i, retriever=retriever)
         for i, (c, s) in enumerate(pairs, start=1)
     ]
-
-
-def _check_k(k: int) -> None:
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")

@@ -55,7 +55,7 @@ import numpy as np
 from sleuth.config import mask_url
 from sleuth.errors import ConfigError, EmbeddingModelMismatch, require
 from sleuth.retrieval.text import ANALYZER_VERSION, analyze
-from sleuth.store.index import rrf_fuse
+from sleuth.store.index import check_k, query_vector, rrf_fuse
 from sleuth.store.local_index import BM25_B, BM25_K1
 from sleuth.types import Chunk, Hit, Retriever
 
@@ -399,7 +399,7 @@ class PostgresIndex:
         Raises:
             ValueError: ``k`` < 1.
         """
-        _check_k(k)
+        check_k(k)
         with self._read() as conn:
             return _hits(self._bm25(conn, query, k, doc_ids), "bm25")
 
@@ -418,8 +418,8 @@ class PostgresIndex:
         Raises:
             ValueError: ``k`` < 1 or the vector has the wrong shape.
         """
-        _check_k(k)
-        q = self._query_vector(vector)
+        check_k(k)
+        q = query_vector(vector, self.dim)
         with self._read() as conn:
             return _hits(self._dense(conn, q, k, doc_ids), "dense")
 
@@ -436,8 +436,8 @@ class PostgresIndex:
         Raises:
             ValueError: ``k`` < 1 or the vector has the wrong shape.
         """
-        _check_k(k)
-        q = self._query_vector(vector)
+        check_k(k)
+        q = query_vector(vector, self.dim)
         n_cand = max(50, 4 * k)
         with self._read() as conn:
             bm25 = _hits(self._bm25(conn, query, n_cand, doc_ids), "bm25")
@@ -713,14 +713,6 @@ class PostgresIndex:
             ).fetchall()
         return [(cid, payload, float(score)) for cid, payload, score in rows]
 
-    def _query_vector(self, vector: np.ndarray) -> np.ndarray:
-        q = np.asarray(vector, dtype=np.float32)
-        if q.ndim == 2 and q.shape[0] == 1:
-            q = q[0]
-        if q.shape != (self.dim,):
-            raise ValueError(f"query vector must have shape ({self.dim},), got {q.shape}")
-        return q
-
 
 def _hits(rows: Sequence[tuple[str, str, float]], retriever: Retriever) -> list[Hit]:
     ordered = sorted(rows, key=lambda r: (-r[2], r[0]))
@@ -728,11 +720,6 @@ def _hits(rows: Sequence[tuple[str, str, float]], retriever: Retriever) -> list[
         Hit(chunk=Chunk.model_validate_json(payload), score=score, rank=i, retriever=retriever)
         for i, (_, payload, score) in enumerate(ordered, start=1)
     ]
-
-
-def _check_k(k: int) -> None:
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
 
 
 def _one_line(exc: BaseException) -> str:
