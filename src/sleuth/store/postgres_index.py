@@ -47,6 +47,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -152,7 +153,7 @@ class PostgresIndex:
         collection: str,
         dim: int,
         ef_search: int = 256,
-        pool_size: int = 4,
+        pool_size: int = 8,
         postings_per_term: int = 5000,
     ) -> None:
         if dim < 1:
@@ -171,6 +172,7 @@ class PostgresIndex:
         )
         self._closed = False
         self._state_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
         conninfo = libpq_url(url)
         try:  # one plain connection first: its error names the cause at once
             psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT_S).close()
@@ -431,7 +433,8 @@ class PostgresIndex:
         doc_ids: Sequence[str] | None = None,
     ) -> list[Hit]:
         """Top-k chunks by RRF fusion of the BM25 and dense rankings (each contributes its
-        top ``max(50, 4k)``), as :meth:`LocalIndex.search_hybrid`.
+        top ``max(50, 4k)``), as :meth:`LocalIndex.search_hybrid`; the two legs run
+        concurrently on two connections.
 
         Raises:
             ValueError: ``k`` < 1 or the vector has the wrong shape.
@@ -439,10 +442,23 @@ class PostgresIndex:
         check_k(k)
         q = query_vector(vector, self.dim)
         n_cand = max(50, 4 * k)
+
+        def dense_leg() -> list[Hit]:
+            with self._read() as conn:
+                return _hits(self._dense(conn, q, n_cand, doc_ids), "dense")
+
+        # the two legs run at once, each on its own connection (so in two server processes)
+        dense = self._legs().submit(dense_leg)
         with self._read() as conn:
             bm25 = _hits(self._bm25(conn, query, n_cand, doc_ids), "bm25")
-            dense = _hits(self._dense(conn, q, n_cand, doc_ids), "dense")
-        return rrf_fuse([bm25, dense], k)
+        return rrf_fuse([bm25, dense.result()], k)
+
+    def _legs(self) -> ThreadPoolExecutor:
+        with self._state_lock:
+            self._check_open()
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pg-leg")
+            return self._executor
 
     def close(self) -> None:
         """Close the connection pool; later calls raise ``RuntimeError``."""
@@ -450,6 +466,9 @@ class PostgresIndex:
             if self._closed:
                 return
             self._closed = True
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
         self._pool.close()
 
     # ------------------------------------------------------------------ extras
