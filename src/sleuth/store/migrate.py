@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 
 from sleuth.config import Settings, mask_url
 from sleuth.errors import ConfigError, UserError
 from sleuth.store.catalog import Catalog, DocumentInfo, validate_collection_name
 from sleuth.store.local_index import LocalIndex
-from sleuth.store.postgres_index import PostgresIndex
+from sleuth.store.postgres_index import PostgresIndex, postgres_url
 
 Progress = Callable[[int, int], None]
 """Called after each document with (documents done, documents in all)."""
@@ -71,15 +71,7 @@ def migrate_collection(
     """
     validate_collection_name(collection)
     shown = mask_url(target_url)
-    try:
-        target_parsed = make_url(target_url)
-    except Exception as exc:
-        raise ConfigError(f"--to {shown!r} is not a database URL: {exc}") from exc
-    if target_parsed.get_backend_name() != "postgresql":
-        raise ConfigError(
-            f"--to must be a PostgreSQL URL (postgresql+psycopg://user@host/db), not "
-            f"{target_parsed.get_backend_name()!r}"
-        )
+    target_parsed = postgres_url(target_url, "--to")
     source = Catalog(settings.catalog_url)
     same_catalog = _same_database(source.url, target_parsed)
     try:

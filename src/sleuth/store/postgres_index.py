@@ -52,6 +52,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+from sqlalchemy.engine import URL, make_url
 
 from sleuth.config import mask_url
 from sleuth.errors import ConfigError, EmbeddingModelMismatch, require
@@ -93,24 +94,33 @@ def schema_name(name: str) -> str:
     return out
 
 
+def postgres_url(url: str, name: str = "SLEUTH_DATABASE_URL") -> URL:
+    """``url`` parsed, checked to be a PostgreSQL URL; ``name`` is what the user set it as
+    (a variable, an option), for the error message.
+
+    Raises:
+        ConfigError: not a database URL, or not PostgreSQL.
+    """
+    try:
+        parsed = make_url(url)
+    except Exception as exc:
+        raise ConfigError(f"{name} is not a database URL: {exc}") from exc
+    if parsed.get_backend_name() != "postgresql":
+        raise ConfigError(
+            f"{name} must be a PostgreSQL URL (postgresql+psycopg://user@host/db), "
+            f"not {parsed.get_backend_name()!r}"
+        )
+    return parsed
+
+
 def libpq_url(url: str) -> str:
-    """A libpq connection URI for a SQLAlchemy URL (``postgresql+psycopg://…`` → ``postgresql://…``).
+    """A libpq connection URI for a SQLAlchemy URL (``postgresql+psycopg://…`` →
+    ``postgresql://…``).
 
     Raises:
         ConfigError: not a PostgreSQL URL.
     """
-    from sqlalchemy.engine import make_url
-
-    try:
-        parsed = make_url(url)
-    except Exception as exc:
-        raise ConfigError(f"SLEUTH_DATABASE_URL is not a database URL: {exc}") from exc
-    if parsed.get_backend_name() != "postgresql":
-        raise ConfigError(
-            "SLEUTH_INDEX_BACKEND=postgres keeps the index in the catalog's database, so "
-            "SLEUTH_DATABASE_URL must be a PostgreSQL URL (postgresql+psycopg://user@host/db), "
-            f"not {parsed.get_backend_name()!r}"
-        )
+    parsed = postgres_url(url)
     return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
