@@ -412,3 +412,22 @@ def test_migrate_within_one_database_switches_the_backend(pg_url: str, tmp_path:
     finally:
         kb.close()
         catalog.close()
+
+
+def test_a_local_collection_asked_for_on_postgres_points_to_migrate(
+    pg_url: str, tmp_path: Path
+) -> None:
+    from sleuth.errors import UserError
+
+    settings, _ = _local_collection(tmp_path / "data")
+    pg = settings.model_copy(update={"index_backend": "postgres", "database_url": pg_url})
+    catalog = Catalog(pg_url)
+    kb = KnowledgeBase(pg, catalog, embedder=HashingEmbedder())
+    try:
+        with pytest.raises(UserError, match="sleuth migrate -c law --to"):
+            kb.search("law", "murder", 3)
+        with pytest.raises(UserError, match="create it with: sleuth ingest"):
+            kb.search("other", "murder", 3)
+    finally:
+        kb.close()
+        catalog.close()

@@ -116,6 +116,15 @@ class KnowledgeBase:
             info = self.catalog.get_collection(collection)
             if info is None:
                 names = ", ".join(c.name for c in self.catalog.list_collections()) or "none"
+                local = self.settings.data_dir / "indexes" / collection / "meta.json"
+                if self.settings.index_backend == "postgres" and local.exists():
+                    raise UserError(
+                        f"collection '{collection}' is not in this PostgreSQL database "
+                        f"(collections: {names}), but a local index of it is in "
+                        f"{self.settings.data_dir}: move it there with: sleuth migrate -c "
+                        f"{collection} --to <SLEUTH_DATABASE_URL> (run with the settings it "
+                        "was built with)"
+                    )
                 raise UserError(
                     f"collection '{collection}' does not exist (collections: {names}); "
                     "create it with: sleuth ingest PATH --collection " + collection
