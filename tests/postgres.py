@@ -38,9 +38,9 @@ def new_database(url: str) -> str:
     import psycopg
     from sqlalchemy.engine import make_url
 
+    from sleuth.store.postgres_index import libpq_url
+
     name = f"t_{uuid.uuid4().hex[:12]}"
-    base = make_url(url)
-    libpq = base.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(libpq, autocommit=True) as conn:
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    return base.set(database=name).render_as_string(hide_password=False)
+    return make_url(url).set(database=name).render_as_string(hide_password=False)

@@ -1157,15 +1157,23 @@ class Catalog:
                     found[r.chunk_id] = _chunk_from_row(r, refs.get(r.chunk_id, ()))
         return [found[i] for i in ids if i in found]
 
-    def doc_chunks(self, collection: str, doc_id: str) -> list[Chunk]:
-        """Every chunk of a document in document order (without references)."""
+    def doc_chunks(self, collection: str, doc_id: str, references: bool = False) -> list[Chunk]:
+        """Every chunk of a document in document order (with their references when
+        ``references``)."""
         with self._session() as session:
-            rows = session.scalars(
-                select(_ChunkRow)
-                .where(_ChunkRow.collection == collection, _ChunkRow.doc_id == doc_id)
-                .order_by(_ChunkRow.position, _ChunkRow.part)
+            rows = list(
+                session.scalars(
+                    select(_ChunkRow)
+                    .where(_ChunkRow.collection == collection, _ChunkRow.doc_id == doc_id)
+                    .order_by(_ChunkRow.position, _ChunkRow.part)
+                )
             )
-            return [_chunk_from_row(r) for r in rows]
+            refs = (
+                self._refs_by_chunk(session, collection, [r.chunk_id for r in rows])
+                if references
+                else {}
+            )
+            return [_chunk_from_row(r, refs.get(r.chunk_id, ())) for r in rows]
 
     def doc_id_for_source(self, collection: str, source_id: str) -> str | None:
         """The doc_id holding ``source_id``, or ``None`` if unknown."""

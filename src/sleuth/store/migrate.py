@@ -143,7 +143,8 @@ def _copy_document(
             target.record_failure(collection, doc.doc_id, doc.path, doc.error or "", doc.status)
         report.failed_records_copied += 1
         return
-    ids = [c.chunk_id for c in source.doc_chunks(collection, doc.doc_id)]
+    stored = source.doc_chunks(collection, doc.doc_id, references=True)
+    ids = [c.chunk_id for c in stored]
     there = target.get_document(collection, doc.doc_id)
     if (
         there is not None
@@ -164,7 +165,7 @@ def _copy_document(
     rows = [vectors[c.chunk_id] for c in chunks]
     pg.add(chunks, np.stack(rows) if rows else np.zeros((0, pg.dim), dtype=np.float32))
     if target is not source:
-        target.save_documents(collection, [(doc, source.get_chunks(collection, ids))])
+        target.save_documents(collection, [(doc, stored)])
     have.update(ids)
     report.documents_copied += 1
     report.chunks_copied += len(chunks)
