@@ -17,6 +17,7 @@ export default defineConfig({
       "/agent": "http://127.0.0.1:8000",
       "/collections": "http://127.0.0.1:8000",
       "/health": "http://127.0.0.1:8000",
+      "/threads": "http://127.0.0.1:8000",
     },
   },
   test: {

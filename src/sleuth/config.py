@@ -207,6 +207,40 @@ class Settings(BaseSettings):
         description="Agent memory: remember each user's completed runs and offer the "
         "recall_similar tool (false: off for every request)",
     )
+    thread_history_turns: int = Field(
+        default=3,
+        ge=1,
+        le=50,
+        description="Conversation threads: earlier turns read to make a follow-up standalone",
+    )
+    thread_history_tokens: int = Field(
+        default=600,
+        ge=64,
+        description="Conversation threads: tokens of earlier turns shown to the model at most "
+        "(newest first; each answer cut to its opening)",
+    )
+    thread_max_turns: int = Field(
+        default=200,
+        ge=1,
+        description="Conversation threads: turns kept per thread (the oldest go first)",
+    )
+    thread_retention_days: float | None = Field(
+        default=90.0,
+        gt=0,
+        description="Conversation threads: a thread not used for this many days is deleted "
+        "(empty: kept)",
+    )
+    thread_max_per_user: int | None = Field(
+        default=1000,
+        ge=1,
+        description="Conversation threads: threads kept per user, the least recently used "
+        "deleted first (empty: no limit)",
+    )
+    thread_cleanup_interval_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="sleuth serve: seconds between two passes of the thread retention",
+    )
     api_host: str = Field(
         default="127.0.0.1",
         description="sleuth serve: address to bind (loopback by default; 0.0.0.0 exposes it)",
@@ -289,6 +323,12 @@ class Settings(BaseSettings):
     def _lower_choices(cls, value: object) -> object:
         """Choices are case-insensitive: ``SLEUTH_REFLECTION=OFF`` is ``off``."""
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("thread_retention_days", "thread_max_per_user", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        """``SLEUTH_THREAD_RETENTION_DAYS=`` (empty) turns the limit off."""
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("index_backend")
     @classmethod

@@ -15,6 +15,11 @@ class UserError(SleuthError):
     """Bad input from the caller: a missing file, a bad option, an unknown collection."""
 
 
+class NotFoundError(UserError):
+    """The caller named something that does not exist, or is not theirs (a thread of another
+    user): the two are not told apart."""
+
+
 class ConfigError(UserError):
     """Invalid or inconsistent configuration (settings, env vars, collection metadata)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from sleuth.agents.answer import GeneratedAnswer
 from sleuth.agents.events import (
+    AnswerDeltaEvent,
     AnswerEvent,
     DoneEvent,
     ErrorEvent,
@@ -25,6 +26,7 @@ from sleuth.agents.events import (
     EventSink,
     ObserveEvent,
 )
+from sleuth.agents.followup import PriorTurn, Rewrite, standalone_question
 from sleuth.agents.guided import GuidedRuntime
 from sleuth.agents.heuristic import HeuristicReasoner
 from sleuth.agents.planning import PlanningAgent
@@ -35,7 +37,7 @@ from sleuth.agents.safety import masked
 from sleuth.agents.state import AgentState, AgentStep, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.config import Settings
-from sleuth.errors import UserError
+from sleuth.errors import NotFoundError, UserError
 from sleuth.llm.calls import RunLimits, run_limits
 from sleuth.llm.retry_notice import retry_notices
 from sleuth.memory import AgentMemory, Memory
@@ -48,6 +50,7 @@ from sleuth.types import MAX_QUESTION_CHARS
 
 if TYPE_CHECKING:
     from sleuth.mcp.client import MCPToolbox
+    from sleuth.store.catalog import ThreadInfo
 
 AgentMode = Literal["react", "guided"]
 
@@ -218,6 +221,7 @@ class AgentService:
         task_id: str | None = None,
         use_memory: bool = True,
         strict_grounding: bool | None = None,
+        thread_id: str | None = None,
     ) -> AgentSearchResponse:
         """Answer ``query`` from ``collection``.
 
@@ -238,9 +242,21 @@ class AgentService:
         the cited section: :mod:`sleuth.agents.support`); ``strict_grounding`` (default:
         ``settings.strict_grounding``) drops sentences left without a supporting citation.
 
+        With a model, the answer's text is sent as ``answer_delta`` events while the model
+        writes it; the ``answer`` event then carries the checked answer.
+
+        ``thread_id`` makes the run a turn of that conversation thread (the user's own; its
+        collection unless ``collection`` names the same one): the question is made
+        standalone from the thread's last turns first (:mod:`sleuth.agents.followup`; the
+        sections the previous turn cited are read first), and the question, its rewrite,
+        the answer and its citations are stored as the thread's next turn
+        (``trace["conversation"]``).
+
         Raises:
             UserError: empty or too long question (over :data:`MAX_QUESTION_CHARS`), unknown
-                mode or unknown collection (before any event).
+                mode or unknown collection, a thread of another collection (before any
+                event).
+            NotFoundError: no such thread of this user.
         """
         if not query.strip():
             raise UserError("the question is empty")
@@ -251,6 +267,14 @@ class AgentService:
             )
         if mode not in ("react", "guided"):
             raise UserError(f"unknown mode '{mode}': use 'react' or 'guided'")
+        thread = self.thread(thread_id, user_id) if thread_id is not None else None
+        if thread is not None:
+            if collection is not None and collection != thread.collection:
+                raise UserError(
+                    f"thread '{thread.thread_id}' belongs to collection '{thread.collection}', "
+                    f"not '{collection}'"
+                )
+            collection = thread.collection
         collection = collection or self.settings.default_collection
         self.kb.index(collection)  # unknown collection / model mismatch fail here, cleanly
         task_id = task_id or uuid.uuid4().hex
@@ -260,7 +284,38 @@ class AgentService:
             user_id=user_id,
             scorer=self.kb.cross_encoder if self.kb.reranking else None,
         )
-        ctx.profile = analyse_question(query.strip())
+        started = time.perf_counter()
+        deadline = time.monotonic() + (timeout_s or self.settings.run_timeout_s)
+        model = getattr(self.reasoner, "model", None)
+        limits = RunLimits(
+            deadline=deadline,
+            context_tokens=self.context_tokens,
+            notify=lambda line: emitter.emit(ObserveEvent(content=line)),
+            answer_delta=lambda text, stream: emitter.emit(
+                AnswerDeltaEvent(delta=text, stream=stream)
+            ),
+        )
+        question = query.strip()
+        rewrite: Rewrite | None = None
+        if thread is not None:
+            with run_limits(limits):
+                rewrite = self._standalone(question, thread, model, ctx)
+            question = rewrite.question
+            if rewrite.method != "none":
+                how = "by the model" if rewrite.method == "model" else "the previous question"
+                emitter.emit(ObserveEvent(content=f"Follow-up made standalone ({how}): {question}"))
+        ctx.profile = analyse_question(question)
+        if rewrite is not None and rewrite.method == "context":
+            # what the follow-up asks (its kind, its parts) is read from it alone: the carried
+            # subject only widens what is searched
+            asked = analyse_question(rewrite.original)
+            ctx.profile = replace(
+                ctx.profile,
+                parts=asked.parts,
+                multi_part=asked.multi_part,
+                answer_kind=asked.answer_kind,
+                hop=asked.hop,
+            )
         if ctx.profile.named_documents:  # the answer must come from the document it names
             ctx.documents = [
                 d.title or d.doc_id
@@ -270,11 +325,9 @@ class AgentService:
         use_memory = use_memory and self.settings.memory
         # MCP tools: for a model choosing tools in the ReAct loop (the heuristic reasoner and
         # the guided runtime use the built-in tools only, so no server is contacted for them)
-        use_mcp = mode == "react" and getattr(self.reasoner, "model", None) is not None
+        use_mcp = mode == "react" and model is not None
         tools = self.tool_registry(memory=use_memory, mcp=use_mcp)
-        started = time.perf_counter()
-        deadline = time.monotonic() + (timeout_s or self.settings.run_timeout_s)
-        memory, recalled = self._recall(query.strip(), collection, user_id, use_memory)
+        memory, recalled = self._recall(question, collection, user_id, use_memory)
         checks = _Checks(
             SupportChecker(
                 self.kb.embedder,
@@ -284,13 +337,10 @@ class AgentService:
             ),
             self.settings.strict_grounding if strict_grounding is None else strict_grounding,
         )
-        similar = [m.citations for m in recalled if _similar(query, m.question)]
+        similar = [m.citations for m in recalled if _similar(question, m.question)]
+        if rewrite is not None and rewrite.carried_citations:  # the previous turn's sections
+            similar.insert(0, rewrite.carried_citations)
         recalled_citations = similar[0] if similar else []
-        limits = RunLimits(
-            deadline=deadline,
-            context_tokens=self.context_tokens,
-            notify=lambda line: emitter.emit(ObserveEvent(content=line)),
-        )
         # a model request waiting out a 429 Retry-After (or a 5xx) says so in the trace;
         # every model call obeys the run's deadline and the model's window (sleuth.llm.calls)
         with (
@@ -299,12 +349,12 @@ class AgentService:
         ):
             if mode == "guided":
                 outcome = self._run_guided(
-                    query.strip(), ctx, tools, emitter, deadline, checks, recalled_citations
+                    question, ctx, tools, emitter, deadline, checks, recalled_citations
                 )
             else:
                 limit = max_iterations or self.settings.max_iterations
                 outcome = self._run_react(
-                    query.strip(), ctx, tools, emitter, deadline, limit, task_id, checks, similar
+                    question, ctx, tools, emitter, deadline, limit, task_id, checks, similar
                 )
         trace = outcome.trace
         trace.update(
@@ -337,6 +387,8 @@ class AgentService:
             trace=trace,
         )
         response = masked(response)
+        if thread is not None and rewrite is not None:
+            self._add_turn(thread, rewrite, response)
         if use_memory and not outcome.error:
             self._remember(response, user_id, memory)
         self._store(response, user_id, emitter)
@@ -345,6 +397,58 @@ class AgentService:
         else:
             emitter.emit(DoneEvent(status=outcome.status.value))
         return response
+
+    def thread(self, thread_id: str, user_id: str | None) -> ThreadInfo:
+        """The conversation thread ``thread_id`` of ``user_id``.
+
+        Raises:
+            NotFoundError: no such thread, or another user's (not told apart).
+        """
+        info = self.kb.catalog.get_thread(thread_id)
+        if info is None or info.user_id != user_id:
+            raise NotFoundError(f"thread '{thread_id}' not found")
+        return info
+
+    def _standalone(
+        self, question: str, thread: ThreadInfo, model: Any, ctx: RunContext
+    ) -> Rewrite:
+        """``question`` made standalone from ``thread``'s last turns (with ``model`` when one
+        is configured; its tokens count under the ``followup`` stage)."""
+        s = self.settings
+        turns = self.kb.catalog.thread_turns(thread.thread_id, last=s.thread_history_turns)
+        history = [
+            PriorTurn(t.rewritten_question or t.question, t.answer, tuple(t.citations))
+            for t in turns
+        ]
+        return standalone_question(
+            question,
+            history,
+            model,
+            budget_tokens=s.thread_history_tokens,
+            usage=lambda usage: ctx.add_usage(usage, stage="followup"),
+        )
+
+    def _add_turn(
+        self, thread: ThreadInfo, rewrite: Rewrite, response: AgentSearchResponse
+    ) -> None:
+        """Store the run as ``thread``'s next turn and say so in its trace (never raises: a
+        failed store is in ``trace["conversation"]["store_error"]``)."""
+        info: dict[str, Any] = {"thread_id": thread.thread_id, **rewrite.to_dict()}
+        response.trace["conversation"] = info
+        try:
+            turn = self.kb.catalog.add_turn(
+                thread.thread_id,
+                question=rewrite.original,
+                rewritten_question=None if rewrite.method == "none" else rewrite.question,
+                answer=response.answer.answer_text,
+                citations=list(dict.fromkeys(c.source_id for c in response.answer.citations)),
+                status=response.status.value,
+                task_id=response.task_id,
+                max_turns=self.settings.thread_max_turns,
+            )
+            info["turn"] = turn.position
+        except Exception as exc:
+            info["store_error"] = f"{type(exc).__name__}: {exc}"
 
     def _run_react(
         self,

@@ -40,6 +40,7 @@ class TraceRenderer:
         self.ascii = ascii_only
         self.console = console or Console(emoji=not ascii_only, highlight=False)
         self.show_observe = show_observe
+        self._streaming = 0  # the answer stream being printed (0: none)
         self.m = (
             {"think": "[think]", "call": "  ->", "ok": "  <- [OK]", "fail": "  <- [FAIL]",
              "obs": "[observe]", "cite": "-"}
@@ -57,6 +58,13 @@ class TraceRenderer:
 
     def __call__(self, event: AgentEvent) -> None:
         m = self.m
+        if event.type == "answer_delta":
+            self._delta(event.delta, event.stream)
+            return
+        if self._streaming:  # the streamed text ends where any other event begins
+            self.console.file.write("\n")
+            self.console.file.flush()
+            self._streaming = 0
         if event.type == "observe" and self.show_observe:
             self._print(f"[dim]{m['obs']} {escape(event.content)}[/dim]")
         elif event.type == "think":
@@ -73,11 +81,29 @@ class TraceRenderer:
             if preview and event.ok:
                 self._print(f"[dim]     {escape(preview)}[/dim]")
         elif event.type == "answer":
+            if event.revised:
+                self._print(
+                    "[yellow]The checked answer below differs from the text streamed above: "
+                    "it is the one to use.[/yellow]"
+                )
             self.render_answer(event.answer, event.status)
         elif event.type == "done":
             self._print(f"[dim]status: {event.status}[/dim]")
         elif event.type == "error":
             self._print(f"[bold red]error: {escape(event.message)}[/bold red]")
+
+    def _delta(self, text: str, stream: int) -> None:
+        """Print a piece of the answer as the model writes it, raw and unbuffered (a new
+        stream starts on a new, labelled line)."""
+        out = self.console.file
+        if stream != self._streaming:
+            out.write(
+                ("\n" if self._streaming else "")
+                + self._text("[writing] " if self.ascii else "✍  ")
+            )
+            self._streaming = stream
+        out.write(self._text(text))
+        out.flush()
 
     def render_answer(self, answer: GeneratedAnswer, status: str) -> None:
         if status == "error":

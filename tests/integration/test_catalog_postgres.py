@@ -36,6 +36,7 @@ from tests.helpers import (
     make_document,
 )
 from tests.postgres import HAVE_POSTGRES, NO_POSTGRES, new_database, postgres_server
+from tests.unit.test_catalog_threads import check_thread_retention, check_threads
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(not HAVE_POSTGRES, reason=NO_POSTGRES)]
 
@@ -174,6 +175,32 @@ def test_runs_round_trip_on_postgresql(catalog: Catalog) -> None:
 
 def test_users_and_collection_owners_on_postgresql(catalog: Catalog) -> None:
     check_users_and_owners(catalog)
+
+
+def test_conversation_threads_on_postgresql(catalog: Catalog) -> None:
+    check_threads(catalog)
+
+
+def test_thread_retention_on_postgresql(catalog: Catalog) -> None:
+    """Retention (window functions, batches), deleting a collection's threads, and a second
+    Catalog on the same database seeing the threads."""
+    check_thread_retention(catalog)
+
+    catalog.ensure_collection("c", "model-a", 384, "local")
+    gone = catalog.create_thread("c", "u_a").thread_id
+    kept = catalog.create_thread("other", None).thread_id
+    for thread_id in (gone, kept):
+        catalog.add_turn(thread_id, question="q", answer="a", citations=["S1"], status="completed")
+    assert catalog.delete_collection("c") is True
+    assert catalog.get_thread(gone) is None
+    assert catalog.thread_turns(gone) == []
+    other = Catalog(catalog.url)
+    try:
+        assert [t.thread_id for t in other.list_threads()] == [kept]
+        assert other.thread_turns(kept) == catalog.thread_turns(kept)
+        assert other.get_thread(kept).turn_count == 1  # type: ignore[union-attr]
+    finally:
+        other.close()
 
 
 @pytest.mark.parametrize("backend", ["local", "postgres"])

@@ -4,6 +4,8 @@ against a real ``sleuth serve`` on loopback holding the statutes collection (the
 Asks 'What is the punishment for murder?', checks that steps appear before the answer, that
 the answer cites BNS_S103 and that clicking the citation shows the section's text and its
 place in the outline; then reopens the run from the past-runs list on a phone-sized screen.
+Then holds a conversation: starts a thread, asks about theft, follows up ('And what if it is
+attempted?'), and checks both turns, the follow-up's standalone rewrite and the citations.
 Screenshots go to ``test-artifacts/web-e2e/`` (or ``$SLEUTH_TEST_ARTIFACTS/web-e2e``).
 
 Skipped when ``/usr/bin/chromium`` (``apt-get install chromium``), the ``playwright`` Python
@@ -43,6 +45,8 @@ CHROMIUM_FLAGS = [
 ]
 ARTIFACTS = Path(os.environ.get("SLEUTH_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "web-e2e"
 QUESTION = "What is the punishment for murder?"
+THREAD_QUESTION = "What is the punishment for theft?"
+FOLLOW_UP = "And what if it is attempted?"
 
 # records when each part of the page first appears (ms since navigation)
 OBSERVER = """
@@ -254,4 +258,79 @@ def test_a_past_run_reopens_on_a_phone_sized_screen(
     assert width <= 390, f"the page scrolls sideways on a phone ({width}px)"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "phone-reopened.png"), full_page=True)
+    page.close()
+
+
+def test_a_conversation_with_a_follow_up_made_standalone(
+    server: tuple[str, str], browser_context: Any
+) -> None:
+    url, key = server
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser_context.new_page()
+    page.add_init_script(PACER)
+    failed: list[str] = []
+    page.on("requestfailed", lambda r: failed.append(r.url))
+    outside: list[str] = []
+    page.on("request", lambda r: r.url.startswith(url) or outside.append(r.url))
+
+    page.goto(url)
+    page.get_by_label("API key", exact=True).fill(key)  # also when this test runs alone
+    page.get_by_role("button", name="Save key").click()
+    page.wait_for_selector("#collection option[value='statutes']", state="attached")
+    page.get_by_role("button", name="New conversation").click()
+    page.get_by_label("First question", exact=True).fill(THREAD_QUESTION)
+    page.get_by_role("button", name="Send", exact=True).click()
+
+    conversation = page.locator(".conversation")
+    turns = conversation.locator(".turn:not(.pending)")
+    turns.first.wait_for(timeout=120_000)
+    first = turns.nth(0)
+    assert THREAD_QUESTION in first.locator(".turn-question").inner_text()
+    assert first.locator(".searched-as").count() == 0  # a first turn is asked as typed
+    assert first.locator("button.cite[data-source-id^='BNS_']").count() >= 1, first.inner_text()
+    page.wait_for_selector(".step-done", timeout=60_000)
+
+    page.get_by_label("Follow-up question", exact=True).fill(FOLLOW_UP)
+    page.get_by_role("button", name="Send", exact=True).click()
+    # while it runs: the question waits as a pending turn, with the rewrite it is searched as
+    pending = conversation.locator(".turn.pending .searched-as")
+    pending.wait_for(timeout=60_000)
+    assert "attempt" in pending.inner_text().lower(), pending.inner_text()
+    assert page.locator(".step-followup").first.is_visible()
+    page.screenshot(path=str(ARTIFACTS / "conversation-running.png"), full_page=True)
+
+    page.wait_for_function(
+        "document.querySelectorAll('.conversation .turn:not(.pending)').length === 2",
+        timeout=120_000,
+    )
+    page.wait_for_selector(".step-done", timeout=60_000)
+    second = turns.nth(1)
+    assert FOLLOW_UP in second.locator(".turn-question").inner_text()
+    searched_as = second.locator(".searched-as").inner_text()
+    assert searched_as.startswith("searched as:") and searched_as != f"searched as: {FOLLOW_UP}"
+    rewrite = page.locator(".step-followup").inner_text()
+    assert "Searched as:" in rewrite and "attempted" in rewrite, rewrite
+    cites = second.locator(".turn-sources button.cite[data-source-id^='BNS_']")
+    assert cites.count() >= 1, second.inner_text()
+    assert page.locator(".answer-text button.cite[data-source-id^='BNS_']").count() >= 1
+    thread_item = page.locator(".thread-item", has_text=THREAD_QUESTION)
+    assert "2 turns" in thread_item.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "conversation.png"), full_page=True)
+
+    source_id = cites.first.get_attribute("data-source-id")
+    cites.first.click()
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    page.wait_for_selector(".outline [aria-current]")
+    assert source_id and source_id.split("_S")[-1] in dialog.locator("[aria-current]").inner_text()
+    page.keyboard.press("Escape")
+    dialog.wait_for(state="detached")
+
+    # deleted from the list: gone, and the page is back to single questions
+    page.get_by_role("button", name=f"Delete the conversation {THREAD_QUESTION}").click()
+    page.locator(".thread-row").get_by_role("button", name="Delete", exact=True).click()
+    thread_item.wait_for(state="detached")
+    page.get_by_label("Question", exact=True).wait_for()
+    assert not failed, f"requests failed: {failed}"
+    assert not outside, f"the page fetched from elsewhere: {outside}"
     page.close()

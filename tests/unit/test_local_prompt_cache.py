@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+from langchain_core.messages import HumanMessage
 
-from sleuth.llm.local import LlamaCppChatModel
+from sleuth.llm import local
+from sleuth.llm.local import LlamaCppChatModel, _Call, _Generated
 from sleuth.tools.base import RunContext
 
 
@@ -31,16 +34,25 @@ class FakeLlama:
     def save_state(self) -> str:
         return f"state of {self.n_tokens} tokens"
 
+    def tokenize(self, text: bytes, add_bos: bool = False) -> list[int]:
+        return list(range(len(text.split())))
+
 
 def _model() -> LlamaCppChatModel:
     return LlamaCppChatModel(model_path="unused.gguf", timeout_s=None)
 
 
+def _generate(llama: FakeLlama, names: list[str]) -> tuple[str, str | None, int]:
+    out = _Generated()
+    call = _Call(llama, threading.Lock(), [], None, names, 64)
+    pieces = list(_model()._pieces(call, None, out))
+    assert pieces == out.pieces
+    return "".join(out.pieces), out.finish_reason, out.tokens
+
+
 def test_a_completed_reply_is_read_to_the_stream_end() -> None:
     llama = FakeLlama(["Facts: [1]\n", "Answer: 7 years"])
-    text, reason, chunks = _model()._stream_text(
-        llama, [], grammar=None, stop=None, stop_at_json=False
-    )
+    text, reason, chunks = _generate(llama, [])
     assert (text, reason, chunks) == ("Facts: [1]\nAnswer: 7 years", "stop", 2)
     assert llama.finished
     assert llama.cache == {}  # llama-cpp-python saved it itself
@@ -48,7 +60,7 @@ def test_a_completed_reply_is_read_to_the_stream_end() -> None:
 
 def test_a_tool_call_cut_at_its_json_end_keeps_the_prompt_state() -> None:
     llama = FakeLlama(['{"tool": "rag_search", ', '"arguments": {"query": "bail"}}', " more"])
-    text, reason, _ = _model()._stream_text(llama, [], grammar=None, stop=None, stop_at_json=True)
+    text, reason, _ = _generate(llama, ["rag_search"])
     assert reason == "tool_call"
     assert text.endswith("}}")
     assert not llama.finished
@@ -68,3 +80,36 @@ def test_prompt_tokens_read_from_a_cache_are_counted_apart() -> None:
     ctx.add_usage({"input_tokens": 100, "output_tokens": 5})
     assert ctx.usage == {"input_tokens": 1300, "output_tokens": 35, "cached_input_tokens": 900}
     assert ctx.usage_by_stage["generator"]["cached_input_tokens"] == 900
+
+
+def test_an_answer_streams_piece_by_piece_with_its_token_counts_last(monkeypatch: Any) -> None:
+    llama = FakeLlama(["Seven", " years", " [1]."])
+    monkeypatch.setattr(local, "_load", lambda *_: (llama, threading.Lock()))
+    chunks = list(_model().stream([HumanMessage("How long?")]))
+    assert [c.content for c in chunks if c.content] == ["Seven", " years", " [1]."]
+    whole = chunks[0]
+    for chunk in chunks[1:]:
+        whole = whole + chunk
+    assert whole.content == "Seven years [1]."
+    assert whole.usage_metadata is not None and whole.usage_metadata["output_tokens"] == 3
+    assert whole.response_metadata["finish_reason"] == "stop"
+    assert llama.finished
+
+
+def test_a_reply_with_tools_bound_comes_whole_as_a_parsed_call(monkeypatch: Any) -> None:
+    llama = FakeLlama(['{"tool": "rag_search", ', '"arguments": {"query": "bail"}}'])
+    monkeypatch.setattr(local, "_load", lambda *_: (llama, threading.Lock()))
+    spec = {
+        "type": "function",
+        "function": {
+            "name": "rag_search",
+            "description": "search",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        },
+    }
+    chunks = list(_model().bind_tools([spec]).stream([HumanMessage("bail?")]))
+    assert not any(c.content for c in chunks)  # a call's JSON is never shown as text
+    whole = chunks[0]
+    for chunk in chunks[1:]:
+        whole = whole + chunk
+    assert [(c["name"], c["args"]) for c in whole.tool_calls] == [("rag_search", {"query": "bail"})]

@@ -35,8 +35,11 @@ def _dataset_questions() -> dict[str, str]:
             found[_key(q.question)] = name
     for path in sorted((REPO / "bench" / "data").glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                found[_key(json.loads(line)["question"])] = path.name
+            if not line.strip():
+                continue
+            item = json.loads(line)  # a question, or a dialogue of turns
+            for turn in item.get("turns", [item]):
+                found[_key(turn["question"])] = path.name
     return found
 
 

@@ -6,6 +6,10 @@ const MARKER = /\[([A-Za-z0-9][A-Za-z0-9_.:\-]*)\]/g;
 export interface AnswerProps {
   answer: GeneratedAnswer;
   onCite: (citation: Citation) => void;
+  /** The checks changed the streamed draft: say so (and keep the draft to compare) */
+  revised?: boolean;
+  /** The answer text as it was streamed, before the checks */
+  draft?: string | null;
 }
 
 function CiteButton({ c, onCite }: { c: Citation; onCite: (c: Citation) => void }) {
@@ -43,13 +47,25 @@ export function withCitations(
   return out;
 }
 
-export function Answer({ answer, onCite }: AnswerProps) {
+export function Answer({ answer, onCite, revised = false, draft = null }: AnswerProps) {
   return (
     <section
       className={`answer ${answer.is_insufficient_context ? "insufficient" : ""}`}
       aria-labelledby="answer-title"
     >
       <h2 id="answer-title">Answer</h2>
+      {revised && (
+        <div className="revised-note" role="note">
+          <strong>The checked answer differs from the streamed draft.</strong> This is the
+          answer after the citation and grounding checks.
+          {draft && (
+            <details>
+              <summary>Show the streamed draft</summary>
+              <p className="draft-text">{draft}</p>
+            </details>
+          )}
+        </div>
+      )}
       {answer.is_insufficient_context && (
         <p className="insufficient-note" role="note">
           <strong>Insufficient context:</strong> the documents found do not answer this

@@ -1,21 +1,31 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { Api } from "./api";
-import { Answer } from "./Answer";
-import { ReasoningPanel } from "./ReasoningPanel";
+import { ConversationView, type PendingTurn } from "./ConversationView";
+import { Conversations } from "./Conversations";
+import { RunResults } from "./RunResults";
 import { SectionView } from "./SectionView";
+import { EMPTY_RUN, followUpOf, reduceRun, type RunView } from "./steps";
 import type {
-  AgentEvent,
   Citation,
   CollectionOut,
-  GeneratedAnswer,
   RunSummary,
   SectionOut,
+  ThreadDetail,
+  ThreadOut,
 } from "./types";
 
 const KEY_STORAGE = "sleuth.apiKey";
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** The run on screen: what was asked, where, and in which conversation (if any). */
+interface RunTarget {
+  query: string;
+  collection: string;
+  threadId: string | null;
+  taskId: string | null;
 }
 
 export function App() {
@@ -29,14 +39,25 @@ export function App() {
   const [runs, setRuns] = useState<RunSummary[]>([]);
   const [loadError, setLoadError] = useState<string | null>(null);
 
-  const [runQuery, setRunQuery] = useState<string | null>(null);
-  const [runCollection, setRunCollection] = useState("");
-  const [events, setEvents] = useState<AgentEvent[]>([]);
+  const [target, setTarget] = useState<RunTarget | null>(null);
+  const [run, setRun] = useState<RunView>(EMPTY_RUN);
   const [running, setRunning] = useState(false);
   const [streamError, setStreamError] = useState<string | null>(null);
   const abort = useRef<AbortController | null>(null);
 
+  const [threads, setThreads] = useState<ThreadOut[]>([]);
+  const [threadsError, setThreadsError] = useState<string | null>(null);
+  const [threadId, setOpenThreadId] = useState<string | null>(null);
+  const openId = useRef<string | null>(null); // threadId, for callbacks of earlier renders
+  const setThreadId = (id: string | null) => {
+    openId.current = id;
+    setOpenThreadId(id);
+  };
+  const [thread, setThread] = useState<ThreadDetail | null>(null);
+  const [threadError, setThreadError] = useState<string | null>(null);
+
   const [cited, setCited] = useState<Citation | null>(null);
+  const [sectionCollection, setSectionCollection] = useState("");
   const [section, setSection] = useState<SectionOut | null>(null);
   const [sectionLoading, setSectionLoading] = useState(false);
   const [sectionError, setSectionError] = useState<string | null>(null);
@@ -45,6 +66,29 @@ export function App() {
     if (!key) return;
     api.runs().then(setRuns, () => undefined);
   }, [api, key]);
+
+  const refreshThreads = useCallback(() => {
+    if (!key || !collection) return;
+    api.threads(collection).then(
+      (ts) => {
+        setThreads(ts);
+        setThreadsError(null);
+      },
+      (err) => setThreadsError(`Could not load the conversations: ${message(err)}`),
+    );
+  }, [api, key, collection]);
+
+  /** Reads thread `id` (again), unless another one was opened meanwhile. */
+  const reloadThread = useCallback(
+    (id: string) =>
+      api.thread(id).then(
+        (d) => openId.current === id && setThread(d),
+        (err) =>
+          openId.current === id &&
+          setThreadError(`Could not load the conversation: ${message(err)}`),
+      ),
+    [api],
+  );
 
   useEffect(() => {
     if (!key) return;
@@ -59,16 +103,18 @@ export function App() {
     refreshRuns();
   }, [api, key, refreshRuns]);
 
+  useEffect(refreshThreads, [refreshThreads]);
+
   const follow = useCallback(
     async (taskId: string) => {
       abort.current?.abort();
       const ctrl = new AbortController();
       abort.current = ctrl;
-      setEvents([]);
+      setRun(EMPTY_RUN);
       setStreamError(null);
       setRunning(true);
       try {
-        await api.stream(taskId, (e) => setEvents((es) => [...es, e]), ctrl.signal);
+        await api.stream(taskId, (e) => setRun((r) => reduceRun(r, e)), ctrl.signal);
       } catch (err) {
         if (!ctrl.signal.aborted) setStreamError(message(err));
       } finally {
@@ -81,33 +127,91 @@ export function App() {
     [api, refreshRuns],
   );
 
-  const ask = async (ev: React.FormEvent) => {
-    ev.preventDefault();
-    if (!query.trim() || !collection) return;
-    setRunQuery(query);
-    setRunCollection(collection);
-    setEvents([]);
+  /** Asks `question` (in thread `inThread`, when given) and follows the run. */
+  const start = async (question: string, inCollection: string, inThread: string | null) => {
+    setTarget({ query: question, collection: inCollection, threadId: inThread, taskId: null });
+    setRun(EMPTY_RUN);
     setStreamError(null);
     try {
       setRunning(true);
-      const accepted = await api.search({ query, collection, mode, stream: true });
+      const accepted = await api.search({
+        query: question,
+        collection: inCollection,
+        mode,
+        stream: true,
+        ...(inThread ? { thread_id: inThread } : {}),
+      });
+      setTarget((t) => t && { ...t, taskId: accepted.task_id });
       refreshRuns();
       await follow(accepted.task_id);
     } catch (err) {
       setRunning(false);
       setStreamError(message(err));
     }
+    if (inThread) {
+      await reloadThread(inThread);
+      refreshThreads();
+    }
+  };
+
+  const ask = (ev: React.FormEvent) => {
+    ev.preventDefault();
+    if (!query.trim() || !collection) return;
+    void start(query, collection, null);
   };
 
   const reopen = (r: RunSummary) => {
-    setRunQuery(r.query);
-    setRunCollection(r.collection);
+    setThreadId(null);
+    setTarget({ query: r.query, collection: r.collection, threadId: null, taskId: r.task_id });
     void follow(r.task_id);
+  };
+
+  const openThread = (t: ThreadOut) => {
+    setThreadId(t.thread_id);
+    setThreadError(null);
+    setThread((cur) => (cur?.thread_id === t.thread_id ? cur : null));
+    void reloadThread(t.thread_id);
+  };
+
+  const newThread = () => {
+    if (!collection) return;
+    api.createThread({ collection, title: "" }).then(
+      (t) => {
+        setThreads((ts) => [t, ...ts.filter((x) => x.thread_id !== t.thread_id)]);
+        setThreadsError(null);
+        setThreadId(t.thread_id);
+        setThreadError(null);
+        setThread({ ...t, turns: [] });
+      },
+      (err) => setThreadsError(`Could not start a conversation: ${message(err)}`),
+    );
+  };
+
+  const deleteThread = (t: ThreadOut) => {
+    api.deleteThread(t.thread_id).then(
+      () => {
+        setThreads((ts) => ts.filter((x) => x.thread_id !== t.thread_id));
+        if (openId.current === t.thread_id) closeThread();
+      },
+      (err) => setThreadsError(`Could not delete the conversation: ${message(err)}`),
+    );
+  };
+
+  const closeThread = () => {
+    setThreadId(null);
+    setThread(null);
+    setThreadError(null);
+  };
+
+  const chooseCollection = (name: string) => {
+    setCollection(name);
+    if (thread && thread.collection !== name) closeThread();
   };
 
   const openSection = useCallback(
     (c: Citation, collectionName: string) => {
       setCited(c);
+      setSectionCollection(collectionName);
       setSection(null);
       setSectionError(null);
       setSectionLoading(true);
@@ -119,16 +223,31 @@ export function App() {
     [api],
   );
 
-  const answer: GeneratedAnswer | null = useMemo(() => {
-    const e = events.find((x) => x.type === "answer");
-    return e?.type === "answer" ? e.answer : null;
-  }, [events]);
-
   const saveKey = (ev: React.FormEvent) => {
     ev.preventDefault();
     localStorage.setItem(KEY_STORAGE, keyDraft.trim());
     setKey(keyDraft.trim());
   };
+
+  const inConversation = threadId !== null;
+  // the run on screen belongs to the view shown: the open conversation, or single questions
+  const runShown = target !== null && target.threadId === threadId;
+  const threadRunning = inConversation && running && target?.threadId === threadId;
+  const pending: PendingTurn | null =
+    threadRunning && target && !thread?.turns.some((t) => t.task_id && t.task_id === target.taskId)
+      ? {
+          question: target.query,
+          rewritten: run.steps.map(followUpOf).find((f) => f !== null)?.question ?? null,
+        }
+      : null;
+  const results = runShown && target && (
+    <RunResults
+      run={run}
+      running={running}
+      streamError={streamError}
+      onCite={(c) => openSection(c, target.collection)}
+    />
+  );
 
   return (
     <div className="app">
@@ -154,13 +273,22 @@ export function App() {
         </p>
       )}
       <div className="layout">
-        <aside className="runs" aria-labelledby="runs-title">
+        <aside className="runs" aria-label="Conversations and past runs">
+          <Conversations
+            threads={threads}
+            selected={threadId}
+            disabled={!key || !collection}
+            error={threadsError}
+            onNew={newThread}
+            onSelect={openThread}
+            onDelete={deleteThread}
+          />
           <details open>
             <summary>
               <h2 id="runs-title">Past runs</h2>
             </summary>
             {runs.length === 0 && <p className="muted">No runs yet.</p>}
-            <ul>
+            <ul aria-labelledby="runs-title">
               {runs.map((r) => (
                 <li key={r.task_id}>
                   <button type="button" className="run-item" onClick={() => reopen(r)}>
@@ -175,13 +303,17 @@ export function App() {
           </details>
         </aside>
         <main className="main">
-          <form className="search" onSubmit={ask} aria-label="Ask a question">
+          <form
+            className="search"
+            onSubmit={ask}
+            aria-label={inConversation ? "Collection and mode" : "Ask a question"}
+          >
             <div className="row">
               <label htmlFor="collection">Collection</label>
               <select
                 id="collection"
                 value={collection}
-                onChange={(e) => setCollection(e.target.value)}
+                onChange={(e) => chooseCollection(e.target.value)}
               >
                 {collections.map((c) => (
                   <option key={c.name} value={c.name}>
@@ -205,31 +337,65 @@ export function App() {
                 ))}
               </fieldset>
             </div>
-            <label htmlFor="question">Question</label>
-            <div className="row">
-              <input
-                id="question"
-                type="text"
-                value={query}
-                maxLength={4000}
-                placeholder="What is the punishment for murder?"
-                onChange={(e) => setQuery(e.target.value)}
-              />
-              <button type="submit" disabled={!key || !collection || !query.trim()}>
-                Ask
-              </button>
-            </div>
+            {!inConversation && (
+              <>
+                <label htmlFor="question">Question</label>
+                <div className="row">
+                  <input
+                    id="question"
+                    type="text"
+                    value={query}
+                    maxLength={4000}
+                    placeholder="What is the punishment for murder?"
+                    onChange={(e) => setQuery(e.target.value)}
+                  />
+                  <button type="submit" disabled={!key || !collection || !query.trim()}>
+                    Ask
+                  </button>
+                </div>
+              </>
+            )}
           </form>
-          {runQuery !== null && (
+          {inConversation ? (
             <>
-              <h2 className="question">{runQuery}</h2>
-              <div className="results">
-                <ReasoningPanel events={events} running={running} streamError={streamError} />
-                {answer && (
-                  <Answer answer={answer} onCite={(c) => openSection(c, runCollection)} />
-                )}
-              </div>
+              {thread ? (
+                <ConversationView
+                  key={thread.thread_id}
+                  thread={thread}
+                  pending={pending}
+                  busy={threadRunning}
+                  disabled={!key}
+                  error={threadError}
+                  onAsk={(q) => void start(q, thread.collection, thread.thread_id)}
+                  onCite={(c) => openSection(c, thread.collection)}
+                  onClose={closeThread}
+                />
+              ) : threadError ? (
+                <p className="error-state" role="alert">
+                  {threadError}
+                </p>
+              ) : (
+                <p className="muted" role="status">
+                  Loading the conversation…
+                </p>
+              )}
+              {runShown && target && (
+                <>
+                  <h2 className="question">
+                    <span className="muted">Reasoning for:</span> {target.query}
+                  </h2>
+                  {results}
+                </>
+              )}
             </>
+          ) : (
+            runShown &&
+            target && (
+              <>
+                <h2 className="question">{target.query}</h2>
+                {results}
+              </>
+            )
           )}
         </main>
       </div>
@@ -240,7 +406,10 @@ export function App() {
           loading={sectionLoading}
           error={sectionError}
           onOpen={(sid) =>
-            openSection({ source_id: sid, number: null, title: "", text: "", support: null }, runCollection)
+            openSection(
+              { source_id: sid, number: null, title: "", text: "", support: null },
+              sectionCollection,
+            )
           }
           onClose={() => setCited(null)}
         />

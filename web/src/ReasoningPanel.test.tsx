@@ -152,4 +152,34 @@ describe("ReasoningPanel", () => {
     expect(alert.textContent).toMatch(/network error/);
     expect(screen.queryByText(/Running/)).toBeNull();
   });
+
+  it("does not list answer_delta events as steps (a model sends hundreds)", () => {
+    const pieces: AgentEvent[] = Array.from({ length: 200 }, (_, i) => ({
+      ...base(3 + i * 0.001),
+      type: "answer_delta",
+      delta: `piece ${i} `,
+      stream: 1,
+    }));
+    render(<ReasoningPanel events={[...EVENTS.slice(0, 2), ...pieces, ...EVENTS.slice(7)]} running={false} />);
+    expect(steps().map((li) => li.getAttribute("data-kind"))).toEqual([
+      "observe",
+      "think",
+      "answer",
+      "done",
+    ]);
+    expect(screen.queryByText(/piece 0/)).toBeNull();
+  });
+
+  it("shows a follow-up's standalone rewrite as its own step", () => {
+    const followUp: AgentEvent = {
+      ...base(1),
+      type: "observe",
+      content: "Follow-up made standalone (the previous question): And if attempted? (following up: theft)",
+    };
+    render(<ReasoningPanel events={[followUp]} running />);
+    const step = steps()[0];
+    expect(step.getAttribute("data-kind")).toBe("followup");
+    expect(within(step).getByText("Follow-up")).toBeTruthy();
+    expect(step.textContent).toContain("Searched as: And if attempted? (following up: theft)");
+  });
 });

@@ -1,5 +1,5 @@
 import type { AgentEvent } from "./types";
-import { KIND_LABEL, kindOf, parseCrag, seconds } from "./steps";
+import { KIND_LABEL, followUpOf, kindOf, parseCrag, seconds } from "./steps";
 
 function Args({ args }: { args: Record<string, unknown> }) {
   const entries = Object.entries(args);
@@ -20,8 +20,18 @@ function Args({ args }: { args: Record<string, unknown> }) {
 
 function Body({ event }: { event: AgentEvent }) {
   switch (event.type) {
-    case "observe":
+    case "observe": {
+      const followUp = followUpOf(event);
+      if (followUp) {
+        return (
+          <p className="content">
+            Searched as: <q className="rewritten">{followUp.question}</q>
+            {followUp.how && <span className="muted"> (made standalone from {followUp.how})</span>}
+          </p>
+        );
+      }
       return <p className="content">{event.content}</p>;
+    }
     case "think": {
       const kind = kindOf(event);
       if (kind === "crag") {
@@ -68,10 +78,13 @@ function Body({ event }: { event: AgentEvent }) {
           )}
         </>
       );
+    case "answer_delta": // not listed (see ReasoningPanel): the draft shows them
+      return <p className="content">{event.delta}</p>;
     case "answer":
       return (
         <p className="content">
-          Answer written ({event.status}, {event.answer.citations.length} citations).
+          Answer written ({event.status}, {event.answer.citations.length} citations
+          {event.revised ? "; the checks revised the streamed draft" : ""}).
         </p>
       );
     case "done":
@@ -82,13 +95,15 @@ function Body({ event }: { event: AgentEvent }) {
 }
 
 export interface PanelProps {
+  /** The run's events; answer_delta events are not listed (the draft answer shows them) */
   events: AgentEvent[];
   running: boolean;
   /** Why the stream failed (not a run's own error event) */
   streamError?: string | null;
 }
 
-export function ReasoningPanel({ events, running, streamError }: PanelProps) {
+export function ReasoningPanel({ events: all, running, streamError }: PanelProps) {
+  const events = all.filter((e) => e.type !== "answer_delta");
   const start = events.length ? events[0].timestamp : 0;
   const terminal = events.find((e) => e.type === "done" || e.type === "error");
   const runError = terminal?.type === "error" ? terminal.message : null;

@@ -7,6 +7,9 @@ import type {
   CollectionOut,
   RunSummary,
   SectionOut,
+  ThreadCreate,
+  ThreadDetail,
+  ThreadOut,
 } from "./types";
 
 export class ApiError extends Error {
@@ -63,14 +66,37 @@ export class Api {
     );
   }
 
-  async search(body: AgentSearchRequest): Promise<AgentSearchAccepted> {
-    const r = await fetch(this.base + "/agent/search", {
-      method: "POST",
-      headers: this.headers({ "Content-Type": "application/json" }),
-      body: JSON.stringify({ ...body, stream: true }),
+  /** A request with a JSON body (or none); an empty answer (204) reads as undefined. */
+  async send<T>(method: "POST" | "DELETE", path: string, body?: unknown): Promise<T> {
+    const r = await fetch(this.base + path, {
+      method,
+      headers: this.headers(body === undefined ? {} : { "Content-Type": "application/json" }),
+      body: body === undefined ? undefined : JSON.stringify(body),
     });
     if (!r.ok) throw await problem(r);
-    return (await r.json()) as AgentSearchAccepted;
+    return (r.status === 204 ? undefined : await r.json()) as T;
+  }
+
+  /** The caller's conversation threads over `collection`, the most recently used first. */
+  threads(collection: string): Promise<ThreadOut[]> {
+    return this.get(`/threads?collection=${encodeURIComponent(collection)}&limit=50`);
+  }
+
+  thread(threadId: string): Promise<ThreadDetail> {
+    return this.get(`/threads/${encodeURIComponent(threadId)}`);
+  }
+
+  createThread(body: ThreadCreate): Promise<ThreadOut> {
+    return this.send("POST", "/threads", body);
+  }
+
+  deleteThread(threadId: string): Promise<void> {
+    return this.send("DELETE", `/threads/${encodeURIComponent(threadId)}`);
+  }
+
+  /** Starts a run (streamed: follow it with `stream`). */
+  search(body: AgentSearchRequest): Promise<AgentSearchAccepted> {
+    return this.send("POST", "/agent/search", { ...body, stream: true });
   }
 
   /** Follows a run's events until its terminal event; resumes (Last-Event-ID) after a

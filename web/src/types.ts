@@ -42,11 +42,22 @@ export interface ToolResultEvent extends EventBase {
   duration_ms: number;
 }
 
+/** sleuth.agents.events.AnswerDeltaEvent: a piece of the answer text as the model writes
+ * it. Pieces of one `stream` add up to the reply; a higher `stream` (a repair round)
+ * replaces the text of the one before. Never sent by the heuristic (no model) reasoner. */
+export interface AnswerDeltaEvent extends EventBase {
+  type: "answer_delta";
+  delta: string;
+  stream: number;
+}
+
 /** sleuth.agents.events.AnswerEvent */
 export interface AnswerEvent extends EventBase {
   type: "answer";
   answer: GeneratedAnswer;
   status: string;
+  /** True when answer text was streamed and the checks changed it: show this one instead */
+  revised?: boolean;
 }
 
 /** sleuth.agents.events.DoneEvent */
@@ -67,6 +78,7 @@ export type AgentEvent =
   | ThinkEvent
   | ToolCallEvent
   | ToolResultEvent
+  | AnswerDeltaEvent
   | AnswerEvent
   | DoneEvent
   | ErrorEvent;
@@ -76,6 +88,7 @@ export const EVENT_TYPES = [
   "think",
   "tool_call",
   "tool_result",
+  "answer_delta",
   "answer",
   "done",
   "error",
@@ -122,6 +135,8 @@ export interface AgentSearchRequest {
   use_memory?: boolean;
   strict_grounding?: boolean | null;
   stream?: boolean;
+  /** Ask in this conversation thread (one of the caller's, of this collection) */
+  thread_id?: string | null;
 }
 
 /** sleuth.api.schemas.AgentSearchAccepted */
@@ -199,4 +214,39 @@ export interface SectionOut {
 export interface Problem {
   detail: unknown;
   message: string | null;
+}
+
+/** sleuth.api.schemas.ThreadCreate */
+export interface ThreadCreate {
+  collection: string;
+  title?: string;
+}
+
+/** sleuth.api.schemas.ThreadOut */
+export interface ThreadOut {
+  thread_id: string;
+  collection: string;
+  title: string;
+  created_at: string;
+  updated_at: string;
+  turn_count: number;
+}
+
+/** sleuth.api.schemas.TurnOut */
+export interface TurnOut {
+  position: number;
+  question: string;
+  /** The follow-up made standalone (null: asked as typed, e.g. a thread's first turn) */
+  rewritten_question: string | null;
+  answer: string;
+  /** The source_ids the answer cited, in order */
+  citations: string[];
+  status: string;
+  task_id: string | null;
+  created_at: string;
+}
+
+/** sleuth.api.schemas.ThreadDetail: a thread with its turns, oldest first */
+export interface ThreadDetail extends ThreadOut {
+  turns: TurnOut[];
 }

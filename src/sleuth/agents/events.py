@@ -7,6 +7,7 @@ observe → think → tool_call → tool_result → … → answer, and exactly 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -61,12 +62,30 @@ class ToolResultEvent(_Event):
     duration_ms: float
 
 
+class AnswerDeltaEvent(_Event):
+    """A piece of the answer text as the model writes it, before any check.
+
+    Pieces of one ``stream`` add up to the model's reply; a later stream (a repair round,
+    ReAct's next answer) replaces the text of the one before. The ``answer`` event that
+    follows carries the checked answer, which is the one to keep.
+    """
+
+    type: Literal["answer_delta"] = "answer_delta"
+    delta: str
+    stream: int = Field(ge=1, description="Which answer stream the piece belongs to (1, 2, …)")
+
+
 class AnswerEvent(_Event):
     """The final, citation-checked answer."""
 
     type: Literal["answer"] = "answer"
     answer: GeneratedAnswer
     status: str
+    revised: bool = Field(
+        default=False,
+        description="True when answer text was streamed and the checks changed it (more "
+        "than its citation markers, beyond adding to its end): show this answer in its place",
+    )
 
 
 class DoneEvent(_Event):
@@ -88,6 +107,7 @@ AgentEvent = Annotated[
     | ThinkEvent
     | ToolCallEvent
     | ToolResultEvent
+    | AnswerDeltaEvent
     | AnswerEvent
     | DoneEvent
     | ErrorEvent,
@@ -96,6 +116,21 @@ AgentEvent = Annotated[
 AgentEventAdapter: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
 
 EventSink = Callable[[AgentEvent], None]
+
+_MARKERS = re.compile(r"\[[^\[\]]{1,80}\]")
+_LABEL = re.compile(r"^\s*(?:facts?\s*:[^\n]*\n)?\s*answer\s*:\s*", re.I)
+
+
+def revised(streamed: str, final: str) -> bool:
+    """Whether ``final`` (the checked answer) changed ``streamed`` (the model's reply as it
+    was generated) rather than only adding to it (quoted evidence after it): ``final`` does
+    not open with ``streamed``, compared without citation markers (``[1]`` became
+    ``[BNS_S303]``), a ``Facts: …``/``Answer:`` label, case and spacing."""
+
+    def bare(text: str) -> str:
+        return " ".join(_MARKERS.sub(" ", _LABEL.sub("", text)).lower().split())
+
+    return not bare(final).startswith(bare(streamed))
 
 
 class EventEmitter:
@@ -109,12 +144,23 @@ class EventEmitter:
         self.events: list[AgentEvent] = []
         self._sinks = list(sinks or [])
         self._lock = threading.Lock()
+        self._stream = 0
+        self._streamed: list[str] = []
 
     def emit(self, event: AgentEvent) -> AgentEvent:
         """Number ``event``, keep it and hand it to every sink; credential-shaped strings in
         it (retrieved text shown in an observation) are masked first
-        (:func:`sleuth.agents.safety.mask_secrets`)."""
+        (:func:`sleuth.agents.safety.mask_secrets`). An ``answer`` event after streamed text
+        is marked ``revised`` when its text differs from the last stream's
+        (:func:`revised`)."""
         event = masked(event)
+        if isinstance(event, AnswerDeltaEvent):
+            with self._lock:
+                if event.stream != self._stream:
+                    self._stream, self._streamed = event.stream, []
+                self._streamed.append(event.delta)
+        elif isinstance(event, AnswerEvent) and self._stream:
+            event.revised = revised("".join(self._streamed), event.answer.answer_text)
         with self._lock:
             event.seq = len(self.events) + 1
             event.task_id = self.task_id

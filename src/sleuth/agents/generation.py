@@ -207,7 +207,9 @@ def generate_draft(
     kind = answer_kind(question)
     try:
         reply = calls.invoke(
-            with_budget(model, OUTPUT_TOKENS[kind]), generation_messages(question, evidence, notes)
+            with_budget(model, OUTPUT_TOKENS[kind]),
+            generation_messages(question, evidence, notes),
+            stream_answer=True,
         )
     except ContextWindowExceeded:
         raise

@@ -332,7 +332,7 @@ class LLMReasoner:
                 messages = messages[:-1]
             messages += [AIMessage(draft.answer_text), HumanMessage(problem)]
             try:
-                reply = calls.invoke(self.model, messages)
+                reply = calls.invoke(self.model, messages, stream_answer=True)
             except ContextWindowExceeded:
                 raise
             except Exception:

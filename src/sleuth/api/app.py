@@ -9,12 +9,14 @@ list of field errors, plus ``message``: the errors on one line, each naming its 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -34,10 +36,11 @@ from sleuth.api.runs import RunRegistry
 from sleuth.api.schemas import Health
 from sleuth.api.search import router as search_router
 from sleuth.api.state import ApiState, get_state
+from sleuth.api.threads import router as threads_router
 from sleuth.api.web import mount_docs, mount_web
 from sleuth.app import Sleuth
 from sleuth.config import Settings
-from sleuth.errors import ConfigError, SleuthError, UserError
+from sleuth.errors import ConfigError, NotFoundError, SleuthError, UserError
 from sleuth.retrieval.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
@@ -164,7 +167,15 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(SleuthError)
     async def _sleuth_error(_: Request, exc: SleuthError) -> JSONResponse:
-        status = 409 if isinstance(exc, ConfigError) else 400 if isinstance(exc, UserError) else 500
+        status = (
+            409
+            if isinstance(exc, ConfigError)
+            else 404
+            if isinstance(exc, NotFoundError)
+            else 400
+            if isinstance(exc, UserError)
+            else 500
+        )
         return JSONResponse({"detail": str(exc)}, status_code=status)
 
     @app.exception_handler(Exception)
@@ -253,6 +264,26 @@ class IngestEmbedder:
         return self._load().embed(texts)
 
 
+async def _thread_retention(sleuth: Sleuth) -> None:
+    """Apply the thread retention settings (``SLEUTH_THREAD_RETENTION_DAYS``,
+    ``SLEUTH_THREAD_MAX_PER_USER``) now and every ``SLEUTH_THREAD_CLEANUP_INTERVAL_S``, in a
+    worker thread: the catalog deletes in short batches, so requests are not held up. A
+    failed pass is logged and tried again at the next interval."""
+    s = sleuth.settings
+    max_age = None if s.thread_retention_days is None else timedelta(days=s.thread_retention_days)
+    while True:
+        if max_age is not None or s.thread_max_per_user is not None:
+            try:
+                deleted = await run_in_threadpool(
+                    sleuth.catalog.apply_thread_retention, max_age, s.thread_max_per_user
+                )
+                if deleted:
+                    logger.info("thread retention: %d thread(s) deleted", deleted)
+            except Exception:
+                logger.exception("thread retention failed")
+        await asyncio.sleep(s.thread_cleanup_interval_s)
+
+
 def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None) -> FastAPI:
     """The HTTP API over one sleuth installation.
 
@@ -285,7 +316,9 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
         # work a stopped (or killed) server left unfinished: jobs are taken over, runs end
         await run_in_threadpool(state.jobs.resume)
         await run_in_threadpool(state.runs.recover)
+        retention = asyncio.create_task(_thread_retention(sleuth))
         yield
+        retention.cancel()
         # SIGTERM/SIGINT (uvicorn): new requests are refused; running work gets the grace
         state.settled = state.close(grace_s)
 
@@ -299,6 +332,7 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
         redoc_url=None,
         openapi_tags=[
             {"name": "agent search", "description": "Ask, stream, read runs"},
+            {"name": "threads", "description": "Conversation threads and their turns"},
             {"name": "collections", "description": "Collections, documents, ingestion jobs"},
             {"name": "health", "description": "Liveness"},
         ],
@@ -312,6 +346,7 @@ def create_app(settings: Settings | None = None, *, sleuth: Sleuth | None = None
         return Health(version=__version__)
 
     app.include_router(search_router)
+    app.include_router(threads_router)
     app.include_router(collections_router(s))
     mount_docs(app)
     mount_web(app)

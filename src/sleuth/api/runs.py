@@ -375,6 +375,7 @@ class RunRegistry:
                 task_id=handle.task_id,
                 use_memory=req.use_memory,
                 strict_grounding=req.strict_grounding,
+                thread_id=req.thread_id,
             )
         except Exception as exc:  # before any event (e.g. collection deleted) or unexpected
             message = str(exc) if isinstance(exc, SleuthError) else f"{type(exc).__name__}: {exc}"

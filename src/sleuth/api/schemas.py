@@ -18,6 +18,7 @@ from sleuth.agents.state import AgentStep
 from sleuth.store.catalog import COLLECTION_NAME_PATTERN, CollectionInfo, DocumentInfo
 
 COLLECTION_NAME = COLLECTION_NAME_PATTERN.pattern
+THREAD_ID = "[A-Za-z0-9_-]{1,64}"
 MAX_QUERY_CHARS = 4000
 
 RunState = Literal[
@@ -109,6 +110,13 @@ class AgentSearchRequest(BaseModel):
         default=False,
         description="true: answer 202 with the task_id at once (follow the run on "
         "/agent/search/{task_id}/stream); false: wait and answer with the result",
+    )
+    thread_id: str | None = Field(
+        default=None,
+        pattern=f"^{THREAD_ID}$",
+        description="Ask in this conversation thread (one of the caller's, of this "
+        "collection): a follow-up is made standalone from the thread's last turns before "
+        "searching, and the run becomes the thread's next turn",
     )
 
     @field_validator("query")
@@ -484,3 +492,54 @@ class Health(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"status": "ok", "version": "0.1.0"}]}
     )
+
+
+class ThreadCreate(BaseModel):
+    """A new conversation thread over one of the caller's collections."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"collection": "statutes", "title": "Theft questions"}]},
+    )
+
+    collection: str = Field(
+        pattern=f"^{COLLECTION_NAME}$", description="One of the caller's collections"
+    )
+    title: str = Field(
+        default="",
+        max_length=200,
+        description="A title (default: the first question, once asked)",
+    )
+
+
+class ThreadOut(BaseModel):
+    """A conversation thread."""
+
+    thread_id: str
+    collection: str
+    title: str
+    created_at: datetime
+    updated_at: datetime
+    turn_count: int
+
+
+class TurnOut(BaseModel):
+    """One turn of a thread: a question, the standalone question that was run (for a
+    follow-up), and the answer with the source_ids it cited."""
+
+    position: int = Field(description="0 for the thread's first kept turn, then 1, 2, …")
+    question: str
+    rewritten_question: str | None = Field(
+        default=None, description="The follow-up made standalone (None: asked as typed)"
+    )
+    answer: str
+    citations: list[str]
+    status: str
+    task_id: str | None = Field(default=None, description="The run (GET /agent/search/{id})")
+    created_at: datetime
+
+
+class ThreadDetail(ThreadOut):
+    """A thread with its turns, oldest first."""
+
+    turns: list[TurnOut]

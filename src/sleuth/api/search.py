@@ -33,6 +33,7 @@ from sleuth.api.schemas import (
     run_state,
 )
 from sleuth.api.state import ApiState
+from sleuth.api.threads import own_thread
 from sleuth.store.catalog import UserInfo
 
 PING_S = 15.0
@@ -84,7 +85,8 @@ def _own_record(state: ApiState, user: UserInfo, task_id: str) -> dict[str, Any]
     responses={
         202: {"model": AgentSearchAccepted, "description": "stream: true — the run goes on"},
         **_AUTH_ERRORS,
-        404: {"model": Problem, "description": "No such collection of the caller"},
+        400: {"model": Problem, "description": "The thread is of another collection"},
+        404: {"model": Problem, "description": "No such collection (or thread) of the caller"},
         422: {"model": Problem, "description": "Invalid request (the field is named)"},
         429: {"model": Problem, "description": "Too many runs running or waiting"},
     },
@@ -98,6 +100,14 @@ async def agent_search(body: AgentSearchRequest, user: CurrentUser, state: State
     200 with ``status: "error"`` and the reason in ``error``.
     """
     await run_in_threadpool(state.collection_of, user, body.collection)
+    if body.thread_id is not None:
+        thread = await run_in_threadpool(own_thread, state, user, body.thread_id)
+        if thread.collection != body.collection:
+            raise HTTPException(
+                400,
+                f"thread '{thread.thread_id}' belongs to collection '{thread.collection}', "
+                f"not '{body.collection}'",
+            )
     state.limits.check_runs(len(state.runs.active(user.id)))
     try:
         handle = state.runs.submit(user.id, body)

@@ -32,6 +32,7 @@ from sleuth.cli._common import (
     error_line,
 )
 from sleuth.cli.ask import ask
+from sleuth.cli.chat import chat
 from sleuth.cli.collections import collections, delete
 from sleuth.cli.config import show_config
 from sleuth.cli.demo import DEMO_COLLECTION, DEMO_QUESTION, demo
@@ -68,6 +69,7 @@ app = typer.Typer(
 app.command()(ingest)
 app.command()(search)
 app.command()(ask)
+app.command()(chat)
 app.command()(delete)
 app.command()(collections)
 app.command()(demo)

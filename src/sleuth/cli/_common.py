@@ -47,6 +47,11 @@ def warning_line(message: str) -> None:
     err.print(Text.assemble(("warning:", "yellow"), " ", message), soft_wrap=True)
 
 
+def info_line(message: str) -> None:
+    """``message`` on stderr, on one line (no markup, no wrapping)."""
+    err.print(Text(message), soft_wrap=True, highlight=False)
+
+
 def fail(message: str, code: int = EXIT_ERROR) -> typer.Exit:
     """Print the error line and return the exit to raise: ``raise fail("...")``."""
     error_line(message)

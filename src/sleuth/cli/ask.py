@@ -46,6 +46,18 @@ def ask(
         bool,
         typer.Option("--no-rerank", help="Do not rerank search results (SLEUTH_RERANK=off)"),
     ] = False,
+    thread: Annotated[
+        str | None,
+        typer.Option(
+            "--thread",
+            help="Ask in this conversation thread (an id from --new-thread or sleuth chat): a "
+            "follow-up is read in the thread's context",
+        ),
+    ] = None,
+    new_thread: Annotated[
+        bool,
+        typer.Option("--new-thread", help="Start a conversation thread with this question"),
+    ] = False,
 ) -> None:
     """Ask a question: the agent's trace streams live, then the cited answer."""
     if mode not in ASK_MODES:
@@ -59,10 +71,31 @@ def ask(
             f"{MAX_QUESTION_CHARS:,}",
             EXIT_USAGE,
         )
-    name = common.collection_name(collection)
+    if thread is not None and new_thread:
+        raise common.fail("--thread and --new-thread exclude each other", EXIT_USAGE)
+    # a bad name is refused before anything is opened (or created)
+    name = common.collection_name(collection) if thread is None or collection else ""
     s = common.open_sleuth()
     if no_rerank:
         s.settings = s.settings.model_copy(update={"rerank": "off"})
+    try:
+        if thread is not None:
+            info = s.agent.thread(thread, None)
+            if collection is not None and collection != info.collection:
+                raise common.fail(
+                    f"thread '{thread}' belongs to collection '{info.collection}', "
+                    f"not '{collection}'",
+                    EXIT_USAGE,
+                )
+            name = info.collection
+        if new_thread:
+            s.kb.index(name)  # an unknown collection fails here, before a thread is made
+            thread = s.catalog.create_thread(name, None).thread_id
+    except SleuthError as exc:
+        s.close()
+        raise common.fail(str(exc)) from exc
+    if new_thread and not as_json:
+        common.info_line(f"thread {thread} (ask follow-ups with --thread {thread})")
     run_ask(
         s,
         question,
@@ -73,6 +106,7 @@ def ask(
         quiet=quiet,
         mode=mode,
         memory=not no_memory,
+        thread_id=thread,
     )
 
 
@@ -87,8 +121,11 @@ def run_ask(
     quiet: bool = False,
     mode: str = "react",
     memory: bool = True,
+    thread_id: str | None = None,
+    close: bool = True,
 ) -> None:
-    """Run the agent on ``question`` over ``collection`` and print the outcome; closes ``s``.
+    """Run the agent on ``question`` over ``collection`` (a turn of ``thread_id`` when given)
+    and print the outcome; closes ``s`` unless ``close`` is false.
 
     Raises:
         typer.Exit: 1 for a sleuth error or a run that ended in status ``error``, 3 for an
@@ -106,11 +143,13 @@ def run_ask(
             max_iterations=max_iterations,
             sinks=sinks,
             use_memory=memory,
+            thread_id=thread_id,
         )
     except SleuthError as exc:
         raise common.fail(str(exc)) from exc
     finally:
-        s.close()
+        if close:
+            s.close()
     if not as_json:  # MCP servers whose tools could not be offered
         for warning in (response.trace.get("mcp") or {}).get("warnings", []):
             common.warning_line(warning)

@@ -75,6 +75,10 @@ class RunLimits:
         cut: set when a model call was given up or not sent because of the deadline.
         trims: one record per trimmed prompt: ``{"turn", "role", "chars", "kept_chars",
             "tokens", "budget"}``.
+        answer_delta: receives ``(text, stream)`` for each piece of answer text a model
+            generates in a call made with ``stream_answer=True`` (:func:`invoke`); ``stream``
+            numbers those calls from 1 (a repair round's answer is a new stream).
+        streams: how many answer streams the run has started.
     """
 
     deadline: float | None = None
@@ -82,6 +86,8 @@ class RunLimits:
     notify: Callable[[str], None] | None = None
     cut: bool = False
     trims: list[dict[str, Any]] = field(default_factory=list)
+    answer_delta: Callable[[str, int], None] | None = None
+    streams: int = 0
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (may be ≤ 0); ``None`` without a deadline."""
@@ -374,9 +380,14 @@ def context_refusal(exc: BaseException) -> ContextWindowExceeded | None:
     )
 
 
-def invoke(runnable: Any, messages: Any, **kwargs: Any) -> Any:
+def invoke(runnable: Any, messages: Any, *, stream_answer: bool = False, **kwargs: Any) -> Any:
     """``runnable.invoke(messages, **kwargs)`` under the current run's limits (see the
     module doc).
+
+    With ``stream_answer`` (a call whose reply is the answer the user reads) and a run whose
+    limits take answer text (:attr:`RunLimits.answer_delta`), the reply is generated with
+    ``runnable.stream`` instead and each piece of text is handed on as it comes
+    (:func:`_streamed`); the call returns the whole reply all the same.
 
     Raises:
         ModelDeadlineExceeded: the deadline passed before or during the call.
@@ -385,6 +396,8 @@ def invoke(runnable: Any, messages: Any, **kwargs: Any) -> Any:
         Exception: whatever the model raises otherwise.
     """
     limits = _limits.get()
+    if stream_answer and limits is not None and limits.answer_delta is not None:
+        kwargs["_sleuth_stream"] = limits
     model, bound = _bound(runnable)
     reserve = output_budget(model, bound)
     window = limits.context_tokens if limits is not None and not _is_local(model) else None
@@ -444,13 +457,33 @@ def invoke(runnable: Any, messages: Any, **kwargs: Any) -> Any:
 
 
 def _classified(runnable: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
+    stream_to = kwargs.pop("_sleuth_stream", None)
     try:
+        if stream_to is not None:
+            return _streamed(runnable, messages, kwargs, stream_to)
         return runnable.invoke(messages, **kwargs)
     except Exception as exc:
         refusal = context_refusal(exc)
         if refusal is not None:
             raise refusal from exc
         raise
+
+
+def _streamed(runnable: Any, messages: Any, kwargs: dict[str, Any], limits: RunLimits) -> Any:
+    """The reply of ``runnable.stream(messages)``, its chunks added up into one message, each
+    chunk's text handed to ``limits.answer_delta`` as it arrives. A model without streaming
+    (LangChain then yields the whole reply as one chunk) gives one piece."""
+    limits.streams += 1
+    stream = limits.streams
+    reply: Any = None
+    for chunk in runnable.stream(messages, **kwargs):
+        reply = chunk if reply is None else reply + chunk
+        text = chunk.content if isinstance(chunk.content, str) else ""
+        if text and limits.answer_delta is not None:
+            limits.answer_delta(text, stream)
+    if reply is None:
+        raise RuntimeError("the model's stream ended without a reply")
+    return reply
 
 
 def _is_timeout(exc: BaseException) -> bool:

@@ -23,7 +23,8 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy
@@ -31,15 +32,21 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import (
     AIMessage,
+    AIMessageChunk,
     BaseMessage,
     ChatMessage,
     HumanMessage,
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call
+from langchain_core.messages.tool import (
+    InvalidToolCall,
+    ToolCall,
+    invalid_tool_call,
+    tool_call_chunk,
+)
 from langchain_core.messages.tool import tool_call as make_tool_call
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
@@ -492,6 +499,72 @@ class LlamaCppChatModel(BaseChatModel):
         tool_choice: Any = None,
         **kwargs: Any,
     ) -> ChatResult:
+        call = self._prepare(messages, tools, tool_choice, kwargs)
+        with call.lock:
+            out = _Generated()
+            for _ in self._pieces(call, stop, out):
+                pass
+            message = self._message(call, out)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: Any = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        """The reply piece by piece as llama.cpp generates it; the last chunk carries the
+        token counts. With tools bound the reply may be a call, so it comes whole, parsed,
+        in one chunk."""
+        call = self._prepare(messages, tools, tool_choice, kwargs)
+        if call.names:
+            with call.lock:
+                out = _Generated()
+                for _ in self._pieces(call, stop, out):
+                    pass
+                message = self._message(call, out)
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=message.content,
+                    tool_call_chunks=[
+                        tool_call_chunk(
+                            name=c["name"], args=json.dumps(c["args"]), id=c["id"], index=i
+                        )
+                        for i, c in enumerate(message.tool_calls)
+                    ],
+                    response_metadata=message.response_metadata,
+                    usage_metadata=message.usage_metadata,
+                )
+            )
+            return
+        with call.lock:
+            out = _Generated()
+            for piece in self._pieces(call, stop, out):
+                chunk = ChatGenerationChunk(message=AIMessageChunk(content=piece))
+                if run_manager is not None:
+                    run_manager.on_llm_new_token(piece, chunk=chunk)
+                yield chunk
+            message = self._message(call, out)
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                content="",
+                response_metadata=message.response_metadata,
+                usage_metadata=message.usage_metadata,
+            )
+        )
+
+    def _prepare(
+        self,
+        messages: list[BaseMessage],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: Any,
+        kwargs: dict[str, Any],
+    ) -> _Call:
+        """The loaded model, its lock and the prompt of one call, its grammar (a forced tool
+        call) and its output budget (a per-call ``max_tokens`` below the model's cap)."""
         llama, lock = _load(self.model_path, self.n_ctx, self.n_threads, self.prompt_cache_mb)
         tools = list(tools or []) if tool_choice != "none" else []
         forced = _forced_tools(tools, tool_choice)
@@ -513,106 +586,109 @@ class LlamaCppChatModel(BaseChatModel):
                     llama_cpp.llama_grammar.JSON_GBNF,  # type: ignore[attr-defined]
                     verbose=False,
                 )
-
         names = [tool["function"]["name"] for tool in tools]
-        stop_at_json = bool(names) and forced is None
-        # a per-call budget (``model.bind(max_tokens=n)``) below the model's own cap
         budget = min(int(kwargs.get("max_tokens") or self.max_tokens), self.max_tokens)
-        with lock:
-            chat = self._fit_context(llama, chat)
-            llama.sleuth_reused = None
-            raw, finish_reason, output_tokens = self._stream_text(
-                llama,
-                chat,
-                grammar=grammar,
-                stop=stop,
-                stop_at_json=stop_at_json,
-                max_tokens=budget,
-            )
-            input_tokens = max(int(getattr(llama, "n_tokens", 0)) - output_tokens, 0)
-            reused = getattr(llama, "sleuth_reused", None)
-            cached = min(input_tokens, input_tokens if reused is None else reused)
-        if names:
-            content, calls, invalid = parse_tool_reply(raw, names)
+        return _Call(llama, lock, chat, grammar, names, budget)
+
+    def _message(self, call: _Call, out: _Generated) -> AIMessage:
+        """The reply of a finished generation: text (or parsed tool calls) and token counts."""
+        llama = call.llama
+        input_tokens = max(int(getattr(llama, "n_tokens", 0)) - out.tokens, 0)
+        reused = getattr(llama, "sleuth_reused", None)
+        cached = min(input_tokens, input_tokens if reused is None else reused)
+        raw = "".join(out.pieces)
+        if call.names:
+            content, calls_, invalid = parse_tool_reply(raw, call.names)
         else:
-            content, calls, invalid = raw.strip(), [], []
-        message = AIMessage(
+            content, calls_, invalid = raw.strip(), [], []
+        return AIMessage(
             content=content,
-            tool_calls=calls,
+            tool_calls=calls_,
             invalid_tool_calls=invalid,
             response_metadata={
                 "model_name": os.path.basename(self.model_path),
-                "finish_reason": finish_reason,
+                "finish_reason": out.finish_reason,
                 "raw_output": raw,
             },
             usage_metadata={
                 "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "total_tokens": input_tokens + output_tokens,
+                "output_tokens": out.tokens,
+                "total_tokens": input_tokens + out.tokens,
                 # prompt tokens not evaluated again: kept from the previous call or restored
                 # from the prompt cache (:func:`_with_prompt_cache`)
                 "input_token_details": {"cache_read": cached},
             },
         )
-        return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _stream_text(
-        self,
-        llama: Any,
-        chat: list[dict[str, str]],
-        *,
-        grammar: Any,
-        stop: list[str] | None,
-        stop_at_json: bool,
-        max_tokens: int | None = None,
-    ) -> tuple[str, str | None, int]:
-        """Generate, stopping early on timeout or after a complete leading JSON object.
-
-        Returns:
-            ``(text, finish_reason, generated_chunks)``; finish_reason is llama.cpp's
-            (``"stop"``, ``"length"``), ``"tool_call"`` (JSON complete) or ``"timeout"``.
-        """
+    def _pieces(self, call: _Call, stop: list[str] | None, out: _Generated) -> Iterator[str]:
+        """Generate (under ``call.lock``, held by the caller), yielding each piece of text;
+        stops early on timeout or, with tools bound and none forced, after a complete
+        leading JSON object. ``out`` gets the pieces, the finish reason (llama.cpp's
+        ``"stop"``/``"length"``, ``"tool_call"``: JSON complete, ``"timeout"``) and the
+        number of generated chunks."""
+        llama = call.llama
+        call.chat = self._fit_context(llama, call.chat)
+        llama.sleuth_reused = None
+        stop_at_json = bool(call.names) and call.grammar is None
         deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
         run_deadline = calls.deadline()  # the run's, when sooner: no generation outlives it
         if run_deadline is not None:
             deadline = run_deadline if deadline is None else min(deadline, run_deadline)
         stream = llama.create_chat_completion(
-            messages=chat,
+            messages=call.chat,
             temperature=self.temperature,
-            max_tokens=max_tokens or self.max_tokens,
+            max_tokens=call.budget,
             repeat_penalty=self.repeat_penalty,
             stop=stop or [],
             seed=self.seed,
-            grammar=grammar,
+            grammar=call.grammar,
             stream=True,
         )
-        pieces: list[str] = []
-        finish_reason: str | None = None
-        chunks = 0
         try:
             for chunk in stream:
                 choice = chunk["choices"][0]
                 delta = (choice.get("delta") or {}).get("content") or ""
                 if delta:
-                    pieces.append(delta)
-                    chunks += 1
+                    out.pieces.append(delta)
+                    out.tokens += 1
+                    yield delta
                 if choice.get("finish_reason"):
                     # read on to the stream's end: llama-cpp-python keeps the prompt's state
                     # in the prompt cache only once its generator finishes
-                    finish_reason = finish_reason or choice["finish_reason"]
+                    out.finish_reason = out.finish_reason or choice["finish_reason"]
                     continue
                 if deadline is not None and time.monotonic() > deadline:
-                    finish_reason = "timeout"
+                    out.finish_reason = "timeout"
                     break
-                if stop_at_json and delta and "}" in delta and _leading_json_done(pieces):
-                    finish_reason = "tool_call"
+                if stop_at_json and delta and "}" in delta and _leading_json_done(out.pieces):
+                    out.finish_reason = "tool_call"
                     break
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
-        if finish_reason == "tool_call" and getattr(llama, "cache", None) is not None:
+        if out.finish_reason == "tool_call" and getattr(llama, "cache", None) is not None:
             # stopped before the stream's end: the state is kept here (the ReAct loop's turns
             # share the system prompt, the tools and the history so far)
             llama.cache[tuple(llama.input_ids[: llama.n_tokens].tolist())] = llama.save_state()
-        return "".join(pieces), finish_reason, chunks
+
+
+@dataclass
+class _Call:
+    """One call's loaded model, lock, prompt, grammar, bound tool names and output budget."""
+
+    llama: Any
+    lock: threading.Lock
+    chat: list[dict[str, str]]
+    grammar: Any
+    names: list[str]
+    budget: int
+
+
+@dataclass
+class _Generated:
+    """What a generation produced: its text pieces, finish reason and chunk count."""
+
+    pieces: list[str] = field(default_factory=list)
+    finish_reason: str | None = None
+    tokens: int = 0

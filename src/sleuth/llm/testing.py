@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -27,10 +28,10 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.messages.tool import invalid_tool_call
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import invalid_tool_call, tool_call_chunk
 from langchain_core.messages.tool import tool_call as make_tool_call
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, PrivateAttr
 
@@ -232,3 +233,31 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self._next_response(messages))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        """The scripted reply in pieces, one word (with its leading space) each, as a
+        streaming server sends tokens; a reply with tool calls comes whole."""
+        message = self._next_response(messages)
+        text = message.content if isinstance(message.content, str) else ""
+        calls = [(c["name"], json.dumps(c["args"]), c["id"]) for c in message.tool_calls]
+        calls += [(c["name"], c["args"], c["id"]) for c in message.invalid_tool_calls]
+        whole = AIMessageChunk(
+            content="" if text and not calls else message.content,
+            tool_call_chunks=[
+                tool_call_chunk(name=name, args=args, id=call_id, index=i)
+                for i, (name, args, call_id) in enumerate(calls)
+            ],
+            additional_kwargs=message.additional_kwargs,
+            response_metadata=message.response_metadata,
+            usage_metadata=message.usage_metadata,
+        )
+        if text and not calls:
+            for piece in re.findall(r"\s*\S+", text):
+                yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
+        yield ChatGenerationChunk(message=whole)

@@ -219,9 +219,16 @@ class SleuthTools:
         mode: str = "react",
         strict_grounding: bool | None = None,
         use_memory: bool = True,
+        thread_id: str | None = None,
+        new_thread: bool = False,
     ) -> dict:
         user_id = self.user()
-        name = self.collection(collection, user_id)
+        if thread_id is not None and collection is None:
+            name = self.app.agent.thread(thread_id, user_id).collection
+        else:
+            name = self.collection(collection, user_id)
+        if new_thread and thread_id is None:
+            thread_id = self.app.catalog.create_thread(name, user_id).thread_id
         response = self.app.agent.execute_agentic_search(
             question,
             name,
@@ -229,6 +236,7 @@ class SleuthTools:
             mode=mode,  # type: ignore[arg-type]
             use_memory=use_memory,
             strict_grounding=strict_grounding,
+            thread_id=thread_id,
         )
         answer = response.answer
         return {
@@ -250,6 +258,10 @@ class SleuthTools:
             "collection": response.collection,
             "mode": response.mode,
             "task_id": response.task_id,
+            "thread_id": thread_id,
+            "rewritten_question": (response.trace.get("conversation") or {}).get(
+                "rewritten_question"
+            ),
             "error": response.trace.get("error"),
         }
 
@@ -328,6 +340,20 @@ def build_server(tools: SleuthTools, host: str = "127.0.0.1", port: int = DEFAUL
         use_memory: Annotated[
             bool, Field(description="Recall and remember the user's runs")
         ] = True,
+        thread_id: Annotated[
+            str | None,
+            Field(
+                description="Ask in this conversation thread (a thread_id an earlier ask "
+                "returned): a follow-up ('and for an attempt?') is read in the thread's context"
+            ),
+        ] = None,
+        new_thread: Annotated[
+            bool,
+            Field(
+                description="Start a conversation thread with this question (its thread_id "
+                "is returned: pass it with the follow-ups)"
+            ),
+        ] = False,
     ) -> dict[str, Any]:
         """Answer a question from a collection with sleuth's agent: it searches, reads and
         follows references, then answers with citations checked against the sections it
@@ -338,6 +364,8 @@ def build_server(tools: SleuthTools, host: str = "127.0.0.1", port: int = DEFAUL
             mode=mode,
             strict_grounding=strict_grounding,
             use_memory=use_memory,
+            thread_id=thread_id,
+            new_thread=new_thread,
         )
 
     for func in (rag_search, read_section, list_collections):

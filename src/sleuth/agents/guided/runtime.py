@@ -575,6 +575,7 @@ def skip(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
                 reply = calls.invoke(
                     rt.model,
                     [SystemMessage(load_prompt("guided_direct")), HumanMessage(state.question)],
+                    stream_answer=True,
                 )
                 rt.usage_for("direct")(dict(getattr(reply, "usage_metadata", None) or {}))
                 visible, _ = content_parts(reply.content, getattr(reply, "additional_kwargs", None))
@@ -1236,7 +1237,7 @@ def _repair(rt: _Run) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
         ]
         started = time.perf_counter()
         try:
-            reply = calls.invoke(rt.model, messages)
+            reply = calls.invoke(rt.model, messages, stream_answer=True)
         except ContextWindowExceeded:
             raise
         except Exception:

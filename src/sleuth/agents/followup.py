@@ -1,0 +1,200 @@
+"""Follow-up questions of a conversation thread, made standalone before anything is searched.
+
+In a thread, "And for an attempt?" or "Which court tries it?" mean nothing to a search
+engine: the question leans on the turns before it. :func:`standalone_question` turns it into
+a question that can be searched and answered alone (the *query rewriting* step of
+conversational RAG; cf. Vakulenko et al., "Question Rewriting for Conversational Question
+Answering", WSDM 2021):
+
+- with a model, one typed call (:class:`StandaloneQuestion`) reads the thread's last turns
+  (:func:`history_for_model`: newest first into a token budget, each answer cut to its
+  opening) and rewrites the question, or returns it unchanged when it already stands alone;
+- without a model (or when the call fails or its output is unusable), the previous turn's
+  subject is carried: the question, then what it follows up ("(following up: <the previous
+  question>)"), so the search sees both;
+- in both cases the sections the previous turn cited are carried as well: the run reads
+  them first (a follow-up often asks about the same section), beside a fresh search.
+
+The rewrite is a run's question from then on; the question as typed stays the turn's
+question in the thread, and both are in the run's trace (``trace["conversation"]``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from pydantic import BaseModel, Field, field_validator
+
+from sleuth.agents.structured import call_structured
+from sleuth.llm.calls import estimate_tokens
+from sleuth.prompts import load_prompt
+from sleuth.types import MAX_QUESTION_CHARS
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+RewriteMethod = Literal["none", "context", "model"]
+
+HISTORY_ANSWER_CHARS = 400
+"""Characters of each earlier answer shown to the model (the answer opens with what it says;
+its quoted evidence comes after)."""
+
+
+@dataclass(frozen=True)
+class PriorTurn:
+    """One earlier turn of a thread, as the rewrite reads it.
+
+    Attributes:
+        question: the question the turn ran (its standalone rewrite when it had one).
+        answer: the answer text the user was shown.
+        citations: the source_ids the answer cited, in order.
+    """
+
+    question: str
+    answer: str
+    citations: tuple[str, ...] = ()
+
+
+@dataclass
+class Rewrite:
+    """A thread's question made standalone.
+
+    Attributes:
+        question: what the run searches and answers.
+        original: the question as the user typed it.
+        method: ``"none"`` (first turn of a thread: nothing to rewrite), ``"context"`` (the
+            previous turn's subject carried, no model), ``"model"`` (the model's rewrite).
+        carried_citations: source_ids cited by the previous turn, read first by the run.
+        history_turns: earlier turns the rewrite read.
+        errors: why the model's rewrite was not used, when it was asked and failed.
+    """
+
+    question: str
+    original: str
+    method: RewriteMethod
+    carried_citations: list[str] = field(default_factory=list)
+    history_turns: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-able form for the run's trace."""
+        return {
+            "original_question": self.original,
+            "rewritten_question": self.question,
+            "rewrite": self.method,
+            "carried_citations": list(self.carried_citations),
+            "history_turns": self.history_turns,
+            "errors": list(self.errors),
+        }
+
+
+class StandaloneQuestion(BaseModel):
+    """The last question of a conversation rewritten to be understood on its own."""
+
+    question: str = Field(
+        description="The question rewritten so that it can be understood without the "
+        "conversation: pronouns and omitted words replaced by what they refer to. The "
+        "question unchanged if it already stands alone. A question, never its answer."
+    )
+
+    @field_validator("question")
+    @classmethod
+    def _a_question(cls, value: str) -> str:
+        value = " ".join(value.split())
+        if len(value) < 3:
+            raise ValueError("the rewritten question is empty")
+        if len(value) > MAX_QUESTION_CHARS:
+            raise ValueError(f"the rewritten question is over {MAX_QUESTION_CHARS} characters")
+        return value
+
+
+def history_for_model(history: Sequence[PriorTurn], budget_tokens: int) -> list[PriorTurn]:
+    """The newest turns of ``history`` whose text fits ``budget_tokens`` (estimated,
+    :func:`~sleuth.llm.calls.estimate_tokens`), oldest first; each answer cut to
+    :data:`HISTORY_ANSWER_CHARS`. The last turn is kept even when alone it is over budget
+    (its answer then cut further)."""
+    kept: list[PriorTurn] = []
+    used = 0
+    for turn in reversed(history):
+        answer = _opening(turn.answer, HISTORY_ANSWER_CHARS)
+        cost = estimate_tokens(turn.question) + estimate_tokens(answer)
+        if kept and used + cost > budget_tokens:
+            break
+        if not kept and cost > budget_tokens:
+            room = max(budget_tokens - estimate_tokens(turn.question), 16) * 3
+            answer = _opening(answer, room)
+            cost = budget_tokens
+        kept.append(PriorTurn(turn.question, answer, turn.citations))
+        used += cost
+    return kept[::-1]
+
+
+def _opening(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters, marked with "…"."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return f"{cut} …"
+
+
+def carried_subject(question: str, previous: PriorTurn) -> str:
+    """The offline rewrite: ``question`` with the previous turn's question as the subject it
+    follows up, in one sentence, e.g. "And for an attempt (following up: What jail term can
+    a first-time thief get)?" — the previous question's own sentence ends become ";", so the
+    rewrite still reads as one question."""
+    asked = question.strip().rstrip("?!. ")
+    subject = re.sub(r"[.?!]+(?:\s+|$)", "; ", previous.question.strip()).strip("; ")
+    return f"{asked} (following up: {subject})?"
+
+
+def standalone_question(
+    question: str,
+    history: Sequence[PriorTurn],
+    model: BaseChatModel | None = None,
+    *,
+    budget_tokens: int = 600,
+    usage: Callable[[dict[str, int]], None] | None = None,
+) -> Rewrite:
+    """``question`` made standalone from the thread's earlier turns (module docstring).
+
+    Args:
+        question: the question as typed.
+        history: the thread's earlier turns, oldest first (empty: a first turn).
+        model: the configured chat model, or ``None`` (offline: the subject carried).
+        budget_tokens: the most history tokens shown to the model.
+        usage: receives the model call's token counts.
+
+    Returns:
+        The :class:`Rewrite`; never raises for a model failure (the offline rewrite is used
+        and the error recorded).
+    """
+    question = question.strip()
+    if not history:
+        return Rewrite(question=question, original=question, method="none")
+    previous = history[-1]
+    carried = list(dict.fromkeys(previous.citations))
+    shown = history_for_model(history, budget_tokens)
+    offline = carried_subject(question, previous)
+    if model is None:
+        return Rewrite(offline, question, "context", carried, len(shown))
+    conversation = "\n\n".join(f"User: {turn.question}\nAssistant: {turn.answer}" for turn in shown)
+    messages = [
+        SystemMessage(load_prompt("followup_rewrite")),
+        HumanMessage(f"Conversation:\n{conversation}\n\nLast question: {question}"),
+    ]
+    result = call_structured(
+        model,
+        StandaloneQuestion,
+        messages,
+        max_retries=1,
+        fallback=lambda: StandaloneQuestion(question=offline),
+        usage=usage,
+    )
+    if not result.from_model:
+        return Rewrite(offline, question, "context", carried, len(shown), result.errors)
+    return Rewrite(result.value.question, question, "model", carried, len(shown))

@@ -1,0 +1,148 @@
+"""Follow-ups made standalone, and answer text streamed while the model writes it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from sleuth.agents.answer import GeneratedAnswer
+from sleuth.agents.events import AnswerDeltaEvent, AnswerEvent, EventEmitter, revised
+from sleuth.agents.followup import (
+    PriorTurn,
+    StandaloneQuestion,
+    history_for_model,
+    standalone_question,
+)
+from sleuth.llm import calls
+from sleuth.llm.testing import ScriptedChatModel, tool_call
+
+THEFT = PriorTurn(
+    "Someone took my phone from my desk. What jail term can they get?",
+    "Up to three years, or a fine, or both [BNS_S303].",
+    ("BNS_S303",),
+)
+
+
+def test_a_first_turn_is_asked_as_typed() -> None:
+    rewrite = standalone_question("  What is theft?  ", [])
+    assert (rewrite.question, rewrite.method, rewrite.carried_citations) == (
+        "What is theft?",
+        "none",
+        [],
+    )
+
+
+def test_offline_the_previous_question_is_carried_with_its_citations() -> None:
+    rewrite = standalone_question("And for an attempt?", [THEFT])
+    assert rewrite.method == "context"
+    assert rewrite.question == (
+        "And for an attempt (following up: Someone took my phone from my desk; "
+        "What jail term can they get)?"
+    )
+    assert rewrite.carried_citations == ["BNS_S303"]
+    assert rewrite.to_dict()["original_question"] == "And for an attempt?"
+
+
+def test_the_model_rewrites_the_follow_up_from_the_history() -> None:
+    model = ScriptedChatModel(
+        [
+            tool_call(
+                "standalone_question", {"question": "What is the punishment for attempted theft?"}
+            )
+        ]
+    )
+    rewrite = standalone_question("And for an attempt?", [THEFT], model)
+    assert rewrite.method == "model"
+    assert rewrite.question == "What is the punishment for attempted theft?"
+    assert rewrite.carried_citations == ["BNS_S303"]
+    prompt = str(model.calls[0][-1].content)
+    assert THEFT.question in prompt and "Last question: And for an attempt?" in prompt
+
+
+def test_an_unusable_model_rewrite_falls_back_to_the_carried_subject() -> None:
+    model = ScriptedChatModel(
+        [tool_call("standalone_question", {"question": ""})], repeat_last=True
+    )
+    rewrite = standalone_question("Which court tries it?", [THEFT], model)
+    assert rewrite.method == "context"
+    assert rewrite.question.startswith("Which court tries it (following up: Someone took")
+    assert rewrite.errors  # why the model's rewrite was not used
+
+
+def test_history_shown_to_the_model_keeps_the_newest_turns_within_the_budget() -> None:
+    turns = [PriorTurn(f"question {i} " + "word " * 40, "answer " * 300) for i in range(6)]
+    kept = history_for_model(turns, budget_tokens=400)
+    assert kept and kept[-1].question == turns[-1].question  # the newest is always kept
+    assert len(kept) < len(turns)
+    assert all(len(t.answer) <= 402 for t in kept)  # each answer cut to its opening
+    total = sum(calls.estimate_tokens(t.question) + calls.estimate_tokens(t.answer) for t in kept)
+    assert total <= 400
+    alone = history_for_model([PriorTurn("q " * 50, "a " * 2000)], budget_tokens=64)
+    assert len(alone) == 1 and len(alone[0].answer) < 400
+
+
+def test_the_standalone_question_must_be_a_question_of_a_sane_length() -> None:
+    assert StandaloneQuestion(question="  Is   theft bailable? ").question == "Is theft bailable?"
+    for bad in ("", "a", "x" * 5000):
+        try:
+            StandaloneQuestion(question=bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad[:20]!r}")
+
+
+# ---------------------------------------------------------------- streamed answer text
+
+
+def test_a_streamed_call_hands_each_piece_on_and_returns_the_whole_reply() -> None:
+    pieces: list[tuple[str, int]] = []
+    limits = calls.RunLimits(
+        deadline=time.monotonic() + 30, answer_delta=lambda t, s: pieces.append((t, s))
+    )
+    model = ScriptedChatModel(["Up to three years [1].", "Seven years [2]."])
+    with calls.run_limits(limits):
+        first = calls.invoke(model, [HumanMessage("q")], stream_answer=True)
+        second = calls.invoke(model, [HumanMessage("q")], stream_answer=True)
+        plain = calls.invoke(ScriptedChatModel(["not streamed"]), [HumanMessage("q")])
+    assert first.content == "Up to three years [1]." and second.content == "Seven years [2]."
+    assert plain.content == "not streamed"
+    assert "".join(t for t, s in pieces if s == 1) == "Up to three years [1]."
+    assert "".join(t for t, s in pieces if s == 2) == "Seven years [2]."
+    assert len([p for p in pieces if p[1] == 1]) == 5  # word by word, not in one piece
+
+
+def test_a_call_marked_for_streaming_outside_a_run_is_a_plain_call() -> None:
+    reply = calls.invoke(ScriptedChatModel(["whole"]), [HumanMessage("q")], stream_answer=True)
+    assert reply.content == "whole"
+
+
+def _answer_after(streamed: list[tuple[str, int]], final: str) -> AnswerEvent:
+    events: list[Any] = []
+    emitter = EventEmitter("t", [events.append])
+    for text, stream in streamed:
+        emitter.emit(AnswerDeltaEvent(delta=text, stream=stream))
+    emitter.emit(AnswerEvent(answer=GeneratedAnswer(answer_text=final), status="completed"))
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    return events[-1]
+
+
+def test_the_answer_says_when_the_checks_changed_the_streamed_text() -> None:
+    same = _answer_after([("Up to", 1), (" three years [1].", 1)], "Up to three years [BNS_S303].")
+    assert not same.revised  # only its citation markers differ
+    added = _answer_after(
+        [("Up to three years [1].", 1)],
+        'Up to three years [BNS_S303]. "Whoever commits theft shall be punished …" [BNS_S303]',
+    )
+    assert not added.revised  # quoted evidence added after it: not a change
+    changed = _answer_after([("Yes, always [1].", 1)], "No: a confession to a police officer …")
+    assert changed.revised
+    repaired = _answer_after([("Wrong [1].", 1), ("Seven years [2].", 2)], "Seven years [BNS_S5].")
+    assert not repaired.revised  # the repair round's stream is the one compared
+    assert not _answer_after([], "No streaming, no revision.").revised
+
+
+def test_revised_ignores_labels_case_and_spacing() -> None:
+    assert not revised("Facts: [1]\nAnswer:  Seven   YEARS", "seven years [BNS_S5]")
+    assert revised("Seven years", "Three years")
