@@ -416,10 +416,7 @@ class AgentService:
         is configured; its tokens count under the ``followup`` stage)."""
         s = self.settings
         turns = self.kb.catalog.thread_turns(thread.thread_id, last=s.thread_history_turns)
-        history = [
-            PriorTurn(t.rewritten_question or t.question, t.answer, tuple(t.citations))
-            for t in turns
-        ]
+        history = [PriorTurn(t.question, t.answer, tuple(t.citations)) for t in turns]
         return standalone_question(
             question,
             history,

@@ -243,3 +243,36 @@ def test_http_without_a_valid_key_is_refused_before_any_tool(app: Sleuth) -> Non
     assert all(r.json()["error"] == "invalid_token" for r in refused)
     assert refused[0].headers["www-authenticate"].startswith("Bearer")
     assert accepted.status_code == 200 and "mcp-session-id" in accepted.headers
+
+
+def test_ask_in_a_thread_reads_the_follow_up_in_its_context(app: Sleuth) -> None:
+    alice = app.catalog.add_user("u_alice0000000000", "alice", "hash-a")
+    app.catalog.add_user("u_bob000000000000", "bob", "hash-b")
+    app.catalog.set_collection_owner("laws", alice.id)
+
+    async def dialogue(session: ClientSession) -> list[tuple[bool, Any]]:
+        ok, first = await _call(
+            session, "ask", question="What is the punishment for murder?", new_thread=True
+        )
+        assert ok and first["thread_id"]
+        follow = await _call(
+            session,
+            "ask",
+            question="And if a group of five persons commits it?",
+            thread_id=first["thread_id"],
+        )
+        return [(ok, first), follow]
+
+    (_, first), (ok, follow) = _session(SleuthTools(app, user="alice", collection="laws"), dialogue)
+    assert ok and follow["thread_id"] == first["thread_id"]
+    assert follow["rewritten_question"].startswith("And if a group of five persons commits it")
+    assert "What is the punishment for murder" in follow["rewritten_question"]
+    turns = app.catalog.thread_turns(first["thread_id"])
+    assert [t.task_id for t in turns] == [first["task_id"], follow["task_id"]]
+
+    async def as_bob(session: ClientSession) -> tuple[bool, Any]:
+        return await _call(session, "ask", question="And then?", thread_id=first["thread_id"])
+
+    ok, text = _session(SleuthTools(app, user="bob", collection="laws"), as_bob)
+    assert not ok and f"thread '{first['thread_id']}' not found" in text
+    assert len(app.catalog.thread_turns(first["thread_id"])) == 2

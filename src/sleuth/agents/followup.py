@@ -142,14 +142,25 @@ def _opening(text: str, limit: int) -> str:
     return f"{cut} …"
 
 
-def carried_subject(question: str, previous: PriorTurn) -> str:
-    """The offline rewrite: ``question`` with the previous turn's question as the subject it
-    follows up, in one sentence, e.g. "And for an attempt (following up: What jail term can
-    a first-time thief get)?" — the previous question's own sentence ends become ";", so the
-    rewrite still reads as one question."""
+SUBJECT_TURNS = "previous"
+"""Which earlier questions the offline rewrite carries (see :func:`carried_subject`)."""
+
+
+def carried_subject(question: str, history: Sequence[PriorTurn]) -> str:
+    """The offline rewrite: ``question`` with the earlier question(s) it follows up as its
+    subject, in one sentence — e.g. "And for an attempt (following up: What jail term can a
+    first-time thief get)?". The subject is the previous turn's question as typed (never a
+    rewrite, so rewrites do not nest), and the thread's first question when that is
+    another; their own sentence ends become ";", so the rewrite reads as one question."""
     asked = question.strip().rstrip("?!. ")
-    subject = re.sub(r"[.?!]+(?:\s+|$)", "; ", previous.question.strip()).strip("; ")
-    return f"{asked} (following up: {subject})?"
+    chosen = [history[-1].question]
+    if SUBJECT_TURNS == "first+previous":
+        chosen.insert(0, history[0].question)
+    parts = [_SENTENCE_END.sub("; ", q.strip()).strip("; ") for q in dict.fromkeys(chosen)]
+    return f"{asked} (following up: {'; '.join(parts)})?"
+
+
+_SENTENCE_END = re.compile(r"(?:[?!]+|\.(?=\s+[A-Z]))(?:\s+|$)|\.$")
 
 
 def standalone_question(
@@ -179,7 +190,7 @@ def standalone_question(
     previous = history[-1]
     carried = list(dict.fromkeys(previous.citations))
     shown = history_for_model(history, budget_tokens)
-    offline = carried_subject(question, previous)
+    offline = carried_subject(question, history)
     if model is None:
         return Rewrite(offline, question, "context", carried, len(shown))
     conversation = "\n\n".join(f"User: {turn.question}\nAssistant: {turn.answer}" for turn in shown)
