@@ -69,10 +69,71 @@ def completion(
 
 
 def reply(content: str | None = "", **kwargs: Any) -> Behaviour:
-    """Answer with :func:`completion` (``tool_calls``, ``reasoning_content`` as there)."""
+    """Answer with :func:`completion` (``tool_calls``, ``reasoning_content`` as there); a
+    request with ``"stream": true`` gets the same reply as Server-Sent Events
+    (:func:`_send_stream`)."""
 
-    def run(_server: FaultServer, _body: dict[str, Any], handler: BaseHTTPRequestHandler) -> None:
-        _send_json(handler, 200, completion(content, **kwargs))
+    def run(_server: FaultServer, body: dict[str, Any], handler: BaseHTTPRequestHandler) -> None:
+        if body.get("stream"):
+            _send_stream(handler, completion(content, **kwargs))
+        else:
+            _send_json(handler, 200, completion(content, **kwargs))
+
+    return run
+
+
+def _chunks(whole: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``chat.completion`` as the ``chat.completion.chunk`` objects a streaming server
+    sends: the role, the content a word at a time, the reasoning and tool calls in one
+    piece each, the finish reason, then the usage (``stream_options.include_usage``)."""
+    message = whole["choices"][0]["message"]
+    base = {"id": whole["id"], "object": "chat.completion.chunk", "created": whole["created"]}
+    base["model"] = whole["model"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    if message.get("reasoning_content") is not None:
+        out.append(chunk({"reasoning_content": message["reasoning_content"]}))
+    text = message.get("content") or ""
+    words = text.split(" ")
+    out += [chunk({"content": w if i == 0 else f" {w}"}) for i, w in enumerate(words) if text]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        out.append(chunk({"tool_calls": [{"index": i, **call}]}))
+    out.append(chunk({}, whole["choices"][0]["finish_reason"]))
+    out.append({**base, "choices": [], "usage": whole["usage"]})
+    return out
+
+
+def _send_stream(
+    handler: BaseHTTPRequestHandler, whole: dict[str, Any], cut_after: int | None = None
+) -> None:
+    """Send ``whole`` as Server-Sent Events ending with ``data: [DONE]``; with ``cut_after``,
+    only that many events, then the connection is closed mid-stream."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Cache-Control", "no-cache")
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    events = [f"data: {json.dumps(c)}\n\n" for c in _chunks(whole)] + ["data: [DONE]\n\n"]
+    for event in events[:cut_after]:
+        handler.wfile.write(event.encode("utf-8"))
+        handler.wfile.flush()
+    handler.close_connection = True
+    if cut_after is not None:
+        handler.connection.shutdown(2)
+
+
+def drop_stream(content: str, after: int = 3) -> Behaviour:
+    """A streamed reply (``"stream": true``) whose connection is closed after ``after``
+    events, in the middle of the text; a request without streaming gets :func:`drop`."""
+
+    def run(server: FaultServer, body: dict[str, Any], handler: BaseHTTPRequestHandler) -> None:
+        if body.get("stream"):
+            _send_stream(handler, completion(content), cut_after=after)
+        else:
+            drop()(server, body, handler)
 
     return run
 

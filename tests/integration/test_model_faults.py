@@ -24,6 +24,7 @@ from tests.helpers import STATUTE_SECTIONS, make_document
 from tests.integration.fault_server import (
     FaultServer,
     drop,
+    drop_stream,
     error,
     hang,
     prompt_tokens,
@@ -422,3 +423,43 @@ def test_the_quiet_cli_says_an_error_on_one_stderr_line(tmp_path: Path) -> None:
     assert "Insufficient context" not in result.stdout
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "context window" in lines[0]
+
+
+def test_a_streamed_answer_cut_mid_stream_gives_way_to_the_checked_one(tmp_path: Path) -> None:
+    """The server closes the connection in the middle of the generator's streamed answer:
+    the pieces that arrived were shown, the run still ends with a cited answer (the
+    extractive one), and its answer event says it replaces the streamed text."""
+    cut = "Death or imprisonment for life, and also a fine, for whoever commits murder [1]."
+    with FaultServer([drop_stream(cut, after=4)]) as server:
+        app = _app(tmp_path, server, llm_timeout_s=10)
+        events: list[Any] = []
+        response = app.agent.execute_agentic_search(
+            MURDER, "test", mode="guided", timeout_s=60, sinks=[events.append]
+        )
+        app.close()
+    assert any(r.get("stream") for r in server.requests)  # the answer was asked streamed
+    deltas = "".join(e.delta for e in events if e.type == "answer_delta")
+    assert deltas and cut.startswith(deltas) and deltas != cut  # a part, then the cut
+    assert response.status == RunStatus.COMPLETED
+    assert "BNS_S103" in [c.source_id for c in response.answer.citations]
+    answer = next(e for e in events if e.type == "answer")
+    assert answer.revised
+    assert [e.type for e in events][-1] == "done"
+
+
+def test_a_streamed_answer_arrives_in_pieces_that_add_up_to_the_reply(tmp_path: Path) -> None:
+    text = "Whoever commits murder shall be punished with death or imprisonment for life [1]."
+    with FaultServer([reply(text)]) as server:
+        app = _app(tmp_path, server, llm_timeout_s=10)
+        events: list[Any] = []
+        response = app.agent.execute_agentic_search(
+            MURDER, "test", mode="guided", timeout_s=60, sinks=[events.append]
+        )
+        app.close()
+    streamed = [r for r in server.requests if r.get("stream")]
+    assert streamed and streamed[-1].get("stream_options") == {"include_usage": True}
+    pieces = [e for e in events if e.type == "answer_delta"]
+    assert len(pieces) > 5 and "".join(p.delta for p in pieces) == text
+    assert response.status == RunStatus.COMPLETED
+    assert response.trace["token_usage_by_stage"]["generator"]["input_tokens"] > 0
+

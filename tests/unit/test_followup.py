@@ -146,3 +146,18 @@ def test_the_answer_says_when_the_checks_changed_the_streamed_text() -> None:
 def test_revised_ignores_labels_case_and_spacing() -> None:
     assert not revised("Facts: [1]\nAnswer:  Seven   YEARS", "seven years [BNS_S5]")
     assert revised("Seven years", "Three years")
+
+
+def test_offline_a_third_turn_carries_the_first_and_the_previous_question_never_a_rewrite() -> None:
+    second = PriorTurn(
+        "Can the police arrest him without a warrant?", "Yes [BNSS_S35].", ("BNSS_S35",)
+    )
+    rewrite = standalone_question(
+        "Within how many hours must he see a magistrate?", [THEFT, second]
+    )
+    assert rewrite.question == (
+        "Within how many hours must he see a magistrate (following up: Someone took my phone "
+        "from my desk; What jail term can they get; Can the police arrest him without a "
+        "warrant)?"
+    )
+    assert rewrite.carried_citations == ["BNSS_S35"]  # the previous turn's sections

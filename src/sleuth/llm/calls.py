@@ -469,6 +469,16 @@ def _classified(runnable: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
         raise
 
 
+FINISH_KEYS = ("finish_reason", "stop_reason", "done_reason", "done")
+"""Where providers say a reply is finished in its metadata: OpenAI-compatible servers and
+the in-process model (``finish_reason``), Anthropic (``stop_reason``), Ollama (``done``)."""
+
+
+class IncompleteStream(RuntimeError):
+    """A streamed reply that ended without the model saying it was finished (a dropped
+    connection): the caller treats it as a failed call."""
+
+
 def _streamed(runnable: Any, messages: Any, kwargs: dict[str, Any], limits: RunLimits) -> Any:
     """The reply of ``runnable.stream(messages)``, its chunks added up into one message, each
     chunk's text handed to ``limits.answer_delta`` as it arrives. A model without streaming
@@ -482,7 +492,12 @@ def _streamed(runnable: Any, messages: Any, kwargs: dict[str, Any], limits: RunL
         if text and limits.answer_delta is not None:
             limits.answer_delta(text, stream)
     if reply is None:
-        raise RuntimeError("the model's stream ended without a reply")
+        raise IncompleteStream("the model's stream ended without a reply")
+    metadata = getattr(reply, "response_metadata", None) or {}
+    if not any(metadata.get(key) for key in FINISH_KEYS):
+        # the connection closed before the server said the reply was done: a cut reply
+        # must not pass for a whole one
+        raise IncompleteStream("the model's stream ended before its reply was finished")
     return reply
 
 

@@ -200,6 +200,7 @@ def _provider_kwargs(spec: LLMSpec, settings: Settings) -> dict[str, Any]:
     api_key = settings.llm_api_key
     if spec.provider == "openai":
         kwargs["timeout"] = settings.llm_timeout_s
+        kwargs["stream_usage"] = True  # a streamed answer's token counts (stream_options)
         if base_url:
             kwargs["base_url"] = base_url
             # OpenAI-compatible servers (llama.cpp, vLLM) read max_tokens, not the newer

@@ -254,7 +254,8 @@ class ScriptedChatModel(BaseChatModel):
                 for i, (name, args, call_id) in enumerate(calls)
             ],
             additional_kwargs=message.additional_kwargs,
-            response_metadata=message.response_metadata,
+            # a scripted reply is always whole: it says so as a streaming server does
+            response_metadata={"finish_reason": "stop", **message.response_metadata},
             usage_metadata=message.usage_metadata,
         )
         if text and not calls:
