@@ -207,6 +207,14 @@ class Settings(BaseSettings):
         description="Agent memory: remember each user's completed runs and offer the "
         "recall_similar tool (false: off for every request)",
     )
+    followup_rewrite: Literal["context", "model"] = Field(
+        default="context",
+        description="Conversation threads: how a follow-up is made standalone: 'context' "
+        "carries the thread's first and previous questions as its subject; 'model' has the "
+        "configured model rewrite it (kept when it still asks what the follow-up asks, else "
+        "'context'). On the dialogue set's dev split with the local 1.5B model, 'context' "
+        "cited the gold section for 0.35 of follow-ups, 'model' 0.30",
+    )
     thread_history_turns: int = Field(
         default=3,
         ge=1,
@@ -216,8 +224,8 @@ class Settings(BaseSettings):
     thread_history_tokens: int = Field(
         default=600,
         ge=64,
-        description="Conversation threads: tokens of earlier turns shown to the model at most "
-        "(newest first; each answer cut to its opening)",
+        description="Conversation threads: tokens of earlier questions shown to the model "
+        "at most (newest first), with followup_rewrite 'model'",
     )
     thread_max_turns: int = Field(
         default=200,
@@ -317,7 +325,13 @@ class Settings(BaseSettings):
         return value
 
     @field_validator(
-        "index_backend", "local_ann", "planner", "reflection", "guided_llm_agents", mode="before"
+        "index_backend",
+        "local_ann",
+        "planner",
+        "reflection",
+        "guided_llm_agents",
+        "followup_rewrite",
+        mode="before",
     )
     @classmethod
     def _lower_choices(cls, value: object) -> object:

@@ -412,15 +412,16 @@ class AgentService:
     def _standalone(
         self, question: str, thread: ThreadInfo, model: Any, ctx: RunContext
     ) -> Rewrite:
-        """``question`` made standalone from ``thread``'s last turns (with ``model`` when one
-        is configured; its tokens count under the ``followup`` stage)."""
+        """``question`` made standalone from ``thread``'s last turns: by ``model`` when one is
+        configured and ``settings.followup_rewrite`` is ``model`` (its tokens count under the
+        ``followup`` stage), else by carrying the thread's questions."""
         s = self.settings
         turns = self.kb.catalog.thread_turns(thread.thread_id, last=s.thread_history_turns)
-        history = [PriorTurn(t.question, t.answer, tuple(t.citations)) for t in turns]
+        history = [PriorTurn(t.question, tuple(t.citations)) for t in turns]
         return standalone_question(
             question,
             history,
-            model,
+            model if s.followup_rewrite == "model" else None,
             budget_tokens=s.thread_history_tokens,
             usage=lambda usage: ctx.add_usage(usage, stage="followup"),
         )

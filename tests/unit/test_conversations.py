@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from sleuth.agents.llm_reasoner import LLMReasoner
 from sleuth.errors import NotFoundError, UserError
-from sleuth.llm.testing import ScriptedChatModel, tool_call
+from sleuth.llm.testing import ScriptedChatModel
 from tests.helpers import STATUTE_SECTIONS, make_service
 
 MURDER = "What is the punishment for murder?"
@@ -22,8 +22,8 @@ def _router(messages: list[BaseMessage]) -> AIMessage:
     """A scripted model for whole runs: the generator writes ``ANSWER``, the follow-up
     rewrite returns ``REWRITTEN``; every other agent gets an empty reply (its fallback)."""
     system = str(messages[0].content)
-    if "`standalone_question`" in system:
-        reply = tool_call("standalone_question", {"question": REWRITTEN})
+    if "rewrite the last question" in system:
+        reply = AIMessage(REWRITTEN)
         reply.usage_metadata = {"input_tokens": 90, "output_tokens": 12, "total_tokens": 102}
         return reply
     if "numbered evidence" in system:
@@ -99,8 +99,9 @@ def test_a_thread_keeps_its_newest_turns_only(tmp_path) -> None:
     assert [t.question for t in turns] == ["And culpable homicide?", "And theft?"]
 
 
-def test_with_a_model_the_follow_up_is_rewritten_by_it(tmp_path) -> None:
+def test_with_followup_rewrite_model_the_model_rewrites_the_follow_up(tmp_path) -> None:
     service, model = _model_service(tmp_path)
+    service.settings = service.settings.model_copy(update={"followup_rewrite": "model"})
     thread = service.kb.catalog.create_thread("test", None)
     service.execute_agentic_search(MURDER, "test", mode="guided", thread_id=thread.thread_id)
     follow = service.execute_agentic_search(
@@ -109,9 +110,20 @@ def test_with_a_model_the_follow_up_is_rewritten_by_it(tmp_path) -> None:
     assert follow.trace["conversation"]["rewrite"] == "model"
     assert follow.trace["conversation"]["rewritten_question"] == REWRITTEN
     assert follow.trace["token_usage_by_stage"]["followup"]  # its tokens, counted apart
-    rewrite_prompts = [c for c in model.calls if "`standalone_question`" in str(c[0].content)]
+    rewrite_prompts = [c for c in model.calls if "rewrite the last question" in str(c[0].content)]
     assert len(rewrite_prompts) == 1  # one typed call, on the follow-up only
     assert MURDER in str(rewrite_prompts[0][-1].content)
+
+
+def test_by_default_a_model_run_carries_the_subject_without_asking_the_model(tmp_path) -> None:
+    service, model = _model_service(tmp_path)
+    thread = service.kb.catalog.create_thread("test", None)
+    service.execute_agentic_search(MURDER, "test", mode="guided", thread_id=thread.thread_id)
+    follow = service.execute_agentic_search(
+        "And if five do it?", "test", mode="guided", thread_id=thread.thread_id
+    )
+    assert follow.trace["conversation"]["rewrite"] == "context"
+    assert not any("rewrite the last question" in str(c[0].content) for c in model.calls)
 
 
 def test_the_answer_text_streams_as_the_model_writes_it(tmp_path) -> None:

@@ -13,16 +13,13 @@ from sleuth.agents.followup import (
     PriorTurn,
     StandaloneQuestion,
     history_for_model,
+    keeps_question,
     standalone_question,
 )
 from sleuth.llm import calls
-from sleuth.llm.testing import ScriptedChatModel, tool_call
+from sleuth.llm.testing import ScriptedChatModel
 
-THEFT = PriorTurn(
-    "Someone took my phone from my desk. What jail term can they get?",
-    "Up to three years, or a fine, or both [BNS_S303].",
-    ("BNS_S303",),
-)
+THEFT = PriorTurn("Someone took my phone from my desk. What jail term can they get?", ("BNS_S303",))
 
 
 def test_a_first_turn_is_asked_as_typed() -> None:
@@ -45,42 +42,51 @@ def test_offline_the_previous_question_is_carried_with_its_citations() -> None:
     assert rewrite.to_dict()["original_question"] == "And for an attempt?"
 
 
-def test_the_model_rewrites_the_follow_up_from_the_history() -> None:
-    model = ScriptedChatModel(
-        [
-            tool_call(
-                "standalone_question", {"question": "What is the punishment for attempted theft?"}
-            )
-        ]
-    )
+def test_the_model_rewrites_the_follow_up_from_the_earlier_questions() -> None:
+    model = ScriptedChatModel(["Rewritten: What jail term can someone get for attempting theft?"])
     rewrite = standalone_question("And for an attempt?", [THEFT], model)
     assert rewrite.method == "model"
-    assert rewrite.question == "What is the punishment for attempted theft?"
+    assert rewrite.question == "What jail term can someone get for attempting theft?"
     assert rewrite.carried_citations == ["BNS_S303"]
     prompt = str(model.calls[0][-1].content)
-    assert THEFT.question in prompt and "Last question: And for an attempt?" in prompt
+    assert f"Earlier question: {THEFT.question}" in prompt
+    assert prompt.endswith("Last question: And for an attempt?\nRewritten:")
 
 
-def test_an_unusable_model_rewrite_falls_back_to_the_carried_subject() -> None:
-    model = ScriptedChatModel(
-        [tool_call("standalone_question", {"question": ""})], repeat_last=True
-    )
-    rewrite = standalone_question("Which court tries it?", [THEFT], model)
+def test_a_model_rewrite_that_drops_what_is_asked_gives_way_to_the_carried_subject() -> None:
+    # the model swapped in the earlier question: the follow-up's own words are gone
+    model = ScriptedChatModel(["What jail term can someone get for theft?"])
+    rewrite = standalone_question("Which court tries a case like that?", [THEFT], model)
     assert rewrite.method == "context"
-    assert rewrite.question.startswith("Which court tries it (following up: Someone took")
-    assert rewrite.errors  # why the model's rewrite was not used
+    assert rewrite.question.startswith("Which court tries a case like that (following up:")
+    assert "dropped what the question asks" in rewrite.errors[0]
 
 
-def test_history_shown_to_the_model_keeps_the_newest_turns_within_the_budget() -> None:
-    turns = [PriorTurn(f"question {i} " + "word " * 40, "answer " * 300) for i in range(6)]
-    kept = history_for_model(turns, budget_tokens=400)
-    assert kept and kept[-1].question == turns[-1].question  # the newest is always kept
-    assert len(kept) < len(turns)
-    assert all(len(t.answer) <= 402 for t in kept)  # each answer cut to its opening
-    total = sum(calls.estimate_tokens(t.question) + calls.estimate_tokens(t.answer) for t in kept)
-    assert total <= 400
-    alone = history_for_model([PriorTurn("q " * 50, "a " * 2000)], budget_tokens=64)
-    assert len(alone) == 1 and len(alone[0].answer) < 400
+def test_an_empty_or_failed_model_rewrite_falls_back_to_the_carried_subject() -> None:
+    empty = standalone_question("Which court tries it?", [THEFT], ScriptedChatModel([""]))
+    assert empty.method == "context" and empty.errors
+    failed = standalone_question("Which court tries it?", [THEFT], ScriptedChatModel([]))
+    assert failed.method == "context" and "ScriptExhausted" in failed.errors[0]
+
+
+def test_keeps_question_allows_one_dropped_term_and_any_added_ones() -> None:
+    assert keeps_question("Can he get bail for that?", "Can a man who stole a phone get bail?")
+    assert keeps_question("Would a daytime break-in carry less?", "Would a break-in carry less?")
+    assert not keeps_question(
+        "Apart from experts, whose opinion on that signature counts?",
+        "Can a magistrate make someone give samples of handwriting?",
+    )
+
+
+def test_history_shown_to_the_model_keeps_the_newest_questions_within_the_budget() -> None:
+    turns = [PriorTurn(f"question {i} " + "word " * 40) for i in range(6)]
+    kept = history_for_model(turns, budget_tokens=200)
+    assert kept and kept[-1] == turns[-1]  # the newest is always kept
+    assert 1 < len(kept) < len(turns) and kept == turns[-len(kept) :]
+    assert sum(calls.estimate_tokens(t.question) for t in kept) <= 200
+    alone = history_for_model([PriorTurn("w " * 2000 + "What is asked?")], budget_tokens=64)
+    assert len(alone) == 1 and alone[0].question.endswith("What is asked?")
+    assert calls.estimate_tokens(alone[0].question) <= 64 + 2
 
 
 def test_the_standalone_question_must_be_a_question_of_a_sane_length() -> None:
@@ -149,9 +155,7 @@ def test_revised_ignores_labels_case_and_spacing() -> None:
 
 
 def test_offline_a_third_turn_carries_the_first_and_the_previous_question_never_a_rewrite() -> None:
-    second = PriorTurn(
-        "Can the police arrest him without a warrant?", "Yes [BNSS_S35].", ("BNSS_S35",)
-    )
+    second = PriorTurn("Can the police arrest him without a warrant?", ("BNSS_S35",))
     rewrite = standalone_question(
         "Within how many hours must he see a magistrate?", [THEFT, second]
     )

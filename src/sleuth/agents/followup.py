@@ -6,10 +6,10 @@ a question that can be searched and answered alone (the *query rewriting* step o
 conversational RAG; cf. Vakulenko et al., "Question Rewriting for Conversational Question
 Answering", WSDM 2021):
 
-- with a model, one typed call (:class:`StandaloneQuestion`) reads the thread's last turns
-  (:func:`history_for_model`: newest first into a token budget, each answer cut to its
-  opening) and rewrites the question, or returns it unchanged when it already stands alone;
-- without a model (or when the call fails or its output is unusable), the subject is
+- with a model, one call reads the thread's earlier questions (:func:`history_for_model`:
+  newest first into a token budget) and rewrites the question; the rewrite is kept when it
+  still asks what the question asks (:func:`keeps_question`);
+- without a model (or when the call fails or its rewrite is not kept), the subject is
   carried: the question, then what it follows up ("(following up: <the thread's first
   question>; <the previous one>)"), so the search sees both (:func:`carried_subject`);
 - in both cases the sections the previous turn cited are carried as well: the run reads
@@ -29,9 +29,13 @@ from typing import TYPE_CHECKING, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, field_validator
 
-from sleuth.agents.structured import call_structured
+from sleuth.agents.generation import with_budget
+from sleuth.errors import ContextWindowExceeded
+from sleuth.llm import calls
 from sleuth.llm.calls import estimate_tokens
+from sleuth.llm.toolcalls import content_parts
 from sleuth.prompts import load_prompt
+from sleuth.retrieval.text import terms
 from sleuth.types import MAX_QUESTION_CHARS
 
 if TYPE_CHECKING:
@@ -39,10 +43,8 @@ if TYPE_CHECKING:
 
 RewriteMethod = Literal["none", "context", "model"]
 
-HISTORY_ANSWER_CHARS = 400
-"""Characters of each earlier answer shown to the model (the answer opens with what it says;
-its quoted evidence comes after)."""
-
+REWRITE_TOKENS = 96
+"""Output budget of the rewrite call: one question."""
 
 @dataclass(frozen=True)
 class PriorTurn:
@@ -50,12 +52,10 @@ class PriorTurn:
 
     Attributes:
         question: the question as the user typed it.
-        answer: the answer text the user was shown.
-        citations: the source_ids the answer cited, in order.
+        citations: the source_ids the turn's answer cited, in order.
     """
 
     question: str
-    answer: str
     citations: tuple[str, ...] = ()
 
 
@@ -113,33 +113,22 @@ class StandaloneQuestion(BaseModel):
 
 
 def history_for_model(history: Sequence[PriorTurn], budget_tokens: int) -> list[PriorTurn]:
-    """The newest turns of ``history`` whose text fits ``budget_tokens`` (estimated,
-    :func:`~sleuth.llm.calls.estimate_tokens`), oldest first; each answer cut to
-    :data:`HISTORY_ANSWER_CHARS`. The last turn is kept even when alone it is over budget
-    (its answer then cut further)."""
+    """The newest turns of ``history`` whose questions fit ``budget_tokens`` (estimated,
+    :func:`~sleuth.llm.calls.estimate_tokens`), oldest first. The last turn is kept even
+    when alone it is over budget, its question then cut to its end (what is asked)."""
     kept: list[PriorTurn] = []
     used = 0
     for turn in reversed(history):
-        answer = _opening(turn.answer, HISTORY_ANSWER_CHARS)
-        cost = estimate_tokens(turn.question) + estimate_tokens(answer)
+        cost = estimate_tokens(turn.question)
         if kept and used + cost > budget_tokens:
             break
         if not kept and cost > budget_tokens:
-            room = max(budget_tokens - estimate_tokens(turn.question), 16) * 3
-            answer = _opening(answer, room)
-            cost = budget_tokens
-        kept.append(PriorTurn(turn.question, answer, turn.citations))
+            keep = int(budget_tokens * calls.BYTES_PER_TOKEN)
+            tail = turn.question.encode("utf-8")[-keep:].decode("utf-8", "ignore")
+            turn, cost = PriorTurn(f"… {tail.lstrip()}", turn.citations), budget_tokens
+        kept.append(turn)
         used += cost
     return kept[::-1]
-
-
-def _opening(text: str, limit: int) -> str:
-    """``text`` cut at a word boundary to at most ``limit`` characters, marked with "…"."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text[:limit].rsplit(" ", 1)[0]
-    return f"{cut} …"
 
 
 def carried_subject(question: str, history: Sequence[PriorTurn]) -> str:
@@ -163,6 +152,27 @@ def carried_subject(question: str, history: Sequence[PriorTurn]) -> str:
 _SENTENCE_END = re.compile(r"(?:[?!]+|\.(?=\s+[A-Z]))(?:\s+|$)|\.$")
 
 
+def keeps_question(original: str, rewrite: str) -> bool:
+    """Whether ``rewrite`` still asks what ``original`` asks: it holds every content term of
+    ``original`` (stemmed, :func:`~sleuth.retrieval.text.terms`) but at most one. A rewrite
+    adds what pronouns and left-out words refer to; one that drops the follow-up's own words
+    has answered, or swapped in an earlier question (a small model does both)."""
+    asked = set(terms(original))
+    return len(asked - set(terms(rewrite))) <= 1
+
+
+def _rewrite_line(text: str) -> str:
+    """The first non-empty line of a reply, without a ``Rewritten:`` label or quotes."""
+    for line in text.splitlines():
+        line = _LABEL.sub("", line).strip().strip("\"'“”")
+        if line:
+            return line
+    return ""
+
+
+_LABEL = re.compile(r"^\s*(?:rewritten(?: question)?|standalone question|question)\s*:\s*", re.I)
+
+
 def standalone_question(
     question: str,
     history: Sequence[PriorTurn],
@@ -173,6 +183,13 @@ def standalone_question(
 ) -> Rewrite:
     """``question`` made standalone from the thread's earlier turns (module docstring).
 
+    With a model: one plain-text call (``prompts/followup_rewrite.md``: the instructions and
+    two worked examples, then the thread's earlier questions within ``budget_tokens``,
+    newest kept first, and the last question); the first line of the reply is the rewrite.
+    It is used when it is a sane question (:class:`StandaloneQuestion`) that
+    :func:`keeps_question`; otherwise, or when the call fails, the offline rewrite
+    (:func:`carried_subject`) is, and why is in ``errors``.
+
     Args:
         question: the question as typed.
         history: the thread's earlier turns, oldest first (empty: a first turn).
@@ -181,31 +198,36 @@ def standalone_question(
         usage: receives the model call's token counts.
 
     Returns:
-        The :class:`Rewrite`; never raises for a model failure (the offline rewrite is used
-        and the error recorded).
+        The :class:`Rewrite`; never raises for a model failure.
     """
     question = question.strip()
     if not history:
         return Rewrite(question=question, original=question, method="none")
-    previous = history[-1]
-    carried = list(dict.fromkeys(previous.citations))
+    carried = list(dict.fromkeys(history[-1].citations))
     shown = history_for_model(history, budget_tokens)
     offline = carried_subject(question, history)
     if model is None:
         return Rewrite(offline, question, "context", carried, len(shown))
-    conversation = "\n\n".join(f"User: {turn.question}\nAssistant: {turn.answer}" for turn in shown)
+    earlier = "\n".join(f"Earlier question: {turn.question}" for turn in shown)
     messages = [
         SystemMessage(load_prompt("followup_rewrite")),
-        HumanMessage(f"Conversation:\n{conversation}\n\nLast question: {question}"),
+        HumanMessage(f"{earlier}\nLast question: {question}\nRewritten:"),
     ]
-    result = call_structured(
-        model,
-        StandaloneQuestion,
-        messages,
-        max_retries=1,
-        fallback=lambda: StandaloneQuestion(question=offline),
-        usage=usage,
-    )
-    if not result.from_model:
-        return Rewrite(offline, question, "context", carried, len(shown), result.errors)
-    return Rewrite(result.value.question, question, "model", carried, len(shown))
+    try:
+        reply = calls.invoke(with_budget(model, REWRITE_TOKENS), messages)
+    except ContextWindowExceeded:
+        raise
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        return Rewrite(offline, question, "context", carried, len(shown), [error])
+    if usage is not None and getattr(reply, "usage_metadata", None):
+        usage(dict(reply.usage_metadata))
+    text, _ = content_parts(reply.content, getattr(reply, "additional_kwargs", None))
+    try:
+        rewrite = StandaloneQuestion(question=_rewrite_line(text)).question
+    except ValueError as exc:
+        return Rewrite(offline, question, "context", carried, len(shown), [str(exc)])
+    if not keeps_question(question, rewrite):
+        error = f"the model's rewrite dropped what the question asks: {rewrite!r}"
+        return Rewrite(offline, question, "context", carried, len(shown), [error])
+    return Rewrite(rewrite, question, "model", carried, len(shown))
