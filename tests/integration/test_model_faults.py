@@ -462,4 +462,3 @@ def test_a_streamed_answer_arrives_in_pieces_that_add_up_to_the_reply(tmp_path: 
     assert len(pieces) > 5 and "".join(p.delta for p in pieces) == text
     assert response.status == RunStatus.COMPLETED
     assert response.trace["token_usage_by_stage"]["generator"]["input_tokens"] > 0
-

@@ -57,8 +57,7 @@ def test_a_follow_up_offline_carries_the_previous_question_and_is_stored(tmp_pat
     assert conversation["rewrite"] == "context"
     assert conversation["turn"] == 1
     assert conversation["rewritten_question"] == (
-        "And if a group of five persons commits it "
-        "(following up: What is the punishment for murder)?"
+        "And if a group of five persons commits it (What is the punishment for murder)?"
     )
     cited_first = [c.source_id for c in first.answer.citations]
     assert conversation["carried_citations"] == list(dict.fromkeys(cited_first))

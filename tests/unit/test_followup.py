@@ -35,8 +35,7 @@ def test_offline_the_previous_question_is_carried_with_its_citations() -> None:
     rewrite = standalone_question("And for an attempt?", [THEFT])
     assert rewrite.method == "context"
     assert rewrite.question == (
-        "And for an attempt (following up: Someone took my phone from my desk; "
-        "What jail term can they get)?"
+        "And for an attempt (Someone took my phone from my desk; What jail term can they get)?"
     )
     assert rewrite.carried_citations == ["BNS_S303"]
     assert rewrite.to_dict()["original_question"] == "And for an attempt?"
@@ -58,7 +57,7 @@ def test_a_model_rewrite_that_drops_what_is_asked_gives_way_to_the_carried_subje
     model = ScriptedChatModel(["What jail term can someone get for theft?"])
     rewrite = standalone_question("Which court tries a case like that?", [THEFT], model)
     assert rewrite.method == "context"
-    assert rewrite.question.startswith("Which court tries a case like that (following up:")
+    assert rewrite.question.startswith("Which court tries a case like that (Someone took")
     assert "dropped what the question asks" in rewrite.errors[0]
 
 
@@ -160,7 +159,7 @@ def test_offline_a_third_turn_carries_the_first_and_the_previous_question_never_
         "Within how many hours must he see a magistrate?", [THEFT, second]
     )
     assert rewrite.question == (
-        "Within how many hours must he see a magistrate (following up: Someone took my phone "
+        "Within how many hours must he see a magistrate (Someone took my phone "
         "from my desk; What jail term can they get; Can the police arrest him without a "
         "warrant)?"
     )

@@ -10,8 +10,8 @@ Answering", WSDM 2021):
   newest first into a token budget) and rewrites the question; the rewrite is kept when it
   still asks what the question asks (:func:`keeps_question`);
 - without a model (or when the call fails or its rewrite is not kept), the subject is
-  carried: the question, then what it follows up ("(following up: <the thread's first
-  question>; <the previous one>)"), so the search sees both (:func:`carried_subject`);
+  carried: the question, then what it follows up ("(<the thread's first question>; <the
+  previous one>)"), so the search sees both (:func:`carried_subject`);
 - in both cases the sections the previous turn cited are carried as well: the run reads
   them first (a follow-up often asks about the same section), beside a fresh search.
 
@@ -133,10 +133,11 @@ def history_for_model(history: Sequence[PriorTurn], budget_tokens: int) -> list[
 
 def carried_subject(question: str, history: Sequence[PriorTurn]) -> str:
     """The offline rewrite: ``question`` with the earlier questions it follows up as its
-    subject, in one sentence — e.g. "And for an attempt (following up: What jail term can a
-    first-time thief get)?". The subject is the thread's first question (what the
-    conversation is about) and the previous one, as typed (rewrites never nest); their own
-    sentence ends become ";", so the rewrite reads as one question.
+    subject, in one sentence — e.g. "And for an attempt (What jail term can a first-time
+    thief get)?". The subject is the thread's first question (what the conversation is
+    about) and the previous one, as typed (rewrites never nest); their own sentence ends
+    become ";", so the rewrite reads as one question, and no marker word is added (a word
+    such as "following up" would be a term the answer is then expected to cover).
 
     Chosen on the ``dev`` split of ``bench/data/statutes_dialogues.jsonl`` (41 follow-ups,
     no model; ``bench/bench_conversation.py``): follow-up gold cited 0.37 with the first and
@@ -146,7 +147,7 @@ def carried_subject(question: str, history: Sequence[PriorTurn]) -> str:
     asked = question.strip().rstrip("?!. ")
     chosen = dict.fromkeys([history[0].question, history[-1].question])
     parts = [_SENTENCE_END.sub("; ", q.strip()).strip("; ") for q in chosen]
-    return f"{asked} (following up: {'; '.join(parts)})?"
+    return f"{asked} ({'; '.join(parts)})?"
 
 
 _SENTENCE_END = re.compile(r"(?:[?!]+|\.(?=\s+[A-Z]))(?:\s+|$)|\.$")
