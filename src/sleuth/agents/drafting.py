@@ -140,6 +140,13 @@ _NOT_EMPTY = re.compile(r"[^\W_]{2,}")
 _MARKER_TEXT = re.compile(r"\[[^\]\n]{1,200}\]")
 
 
+def bare_text(text: str) -> str:
+    """What a reply says, for comparing two replies: without citation markers, a ``Facts:``
+    line's label or an ``Answer:`` label, lower-cased, its spacing collapsed."""
+    lines = [_FACTS_LINE.sub(r"\1", _ANSWER_LABEL.sub("", line)) for line in text.splitlines()]
+    return " ".join(_MARKER_TEXT.sub(" ", "\n".join(lines)).lower().split())
+
+
 def draft_from_text(text: str) -> AnswerDraft | None:
     """Read a final answer from a model's plain reply: JSON if it holds an answer, else prose.
 

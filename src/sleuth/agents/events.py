@@ -7,7 +7,6 @@ observe → think → tool_call → tool_result → … → answer, and exactly 
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -117,20 +116,15 @@ AgentEventAdapter: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
 
 EventSink = Callable[[AgentEvent], None]
 
-_MARKERS = re.compile(r"\[[^\[\]]{1,80}\]")
-_LABEL = re.compile(r"^\s*(?:facts?\s*:[^\n]*\n)?\s*answer\s*:\s*", re.I)
-
 
 def revised(streamed: str, final: str) -> bool:
     """Whether ``final`` (the checked answer) changed ``streamed`` (the model's reply as it
     was generated) rather than only adding to it (quoted evidence after it): ``final`` does
-    not open with ``streamed``, compared without citation markers (``[1]`` became
-    ``[BNS_S303]``), a ``Facts: …``/``Answer:`` label, case and spacing."""
+    not open with what ``streamed`` says, compared without citation markers (``[1]`` became
+    ``[BNS_S303]``), labels, case and spacing (:func:`~sleuth.agents.drafting.bare_text`)."""
+    from sleuth.agents.drafting import bare_text
 
-    def bare(text: str) -> str:
-        return " ".join(_MARKERS.sub(" ", _LABEL.sub("", text)).lower().split())
-
-    return not bare(final).startswith(bare(streamed))
+    return not bare_text(final).startswith(bare_text(streamed))
 
 
 class EventEmitter:

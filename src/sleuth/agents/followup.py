@@ -21,7 +21,6 @@ question in the thread, and both are in the run's trace (``trace["conversation"]
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -35,7 +34,7 @@ from sleuth.llm import calls
 from sleuth.llm.calls import estimate_tokens
 from sleuth.llm.toolcalls import content_parts
 from sleuth.prompts import load_prompt
-from sleuth.retrieval.text import terms
+from sleuth.retrieval.text import sentences, terms
 from sleuth.types import MAX_QUESTION_CHARS
 
 if TYPE_CHECKING:
@@ -45,6 +44,7 @@ RewriteMethod = Literal["none", "context", "model"]
 
 REWRITE_TOKENS = 96
 """Output budget of the rewrite call: one question."""
+
 
 @dataclass(frozen=True)
 class PriorTurn:
@@ -146,11 +146,8 @@ def carried_subject(question: str, history: Sequence[PriorTurn]) -> str:
     """
     asked = question.strip().rstrip("?!. ")
     chosen = dict.fromkeys([history[0].question, history[-1].question])
-    parts = [_SENTENCE_END.sub("; ", q.strip()).strip("; ") for q in chosen]
-    return f"{asked} ({'; '.join(parts)})?"
-
-
-_SENTENCE_END = re.compile(r"(?:[?!]+|\.(?=\s+[A-Z]))(?:\s+|$)|\.$")
+    parts = [part.rstrip("?!. ") for q in chosen for part in sentences(q)]
+    return f"{asked} ({'; '.join(p for p in parts if p)})?"
 
 
 def keeps_question(original: str, rewrite: str) -> bool:
@@ -165,13 +162,13 @@ def keeps_question(original: str, rewrite: str) -> bool:
 def _rewrite_line(text: str) -> str:
     """The first non-empty line of a reply, without a ``Rewritten:`` label or quotes."""
     for line in text.splitlines():
-        line = _LABEL.sub("", line).strip().strip("\"'“”")
+        head, colon, rest = line.partition(":")
+        if colon and "rewritten" in head.lower():  # the label the prompt's examples use
+            line = rest
+        line = line.strip().strip("\"'“”")
         if line:
             return line
     return ""
-
-
-_LABEL = re.compile(r"^\s*(?:rewritten(?: question)?|standalone question|question)\s*:\s*", re.I)
 
 
 def standalone_question(
