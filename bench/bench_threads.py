@@ -77,7 +77,7 @@ def main() -> None:
             path = Path(tmp) / "catalog.sqlite3"
             url = f"sqlite:///{path}"
         catalog = Catalog(url)
-        catalog.ensure_collection("bench", 384, "test-model")
+        catalog.ensure_collection("bench", "test-model", 384, "local")
         empty = _size(catalog, path)
         threads = [
             catalog.create_thread("bench", f"user-{i % 10}").thread_id for i in range(args.threads)

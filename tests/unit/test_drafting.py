@@ -80,3 +80,24 @@ def test_a_facts_first_decline_says_what_is_missing() -> None:
     draft = draft_from_text("Facts: no year of founding is given\nAnswer: Insufficient context")
     assert draft is not None
     assert draft.answer_text == "Insufficient context: no year of founding is given"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["Insufficient context: [1], [2]", "Facts: [1]\nAnswer: Insufficient context: [1], [2]"],
+)
+def test_a_decline_of_markers_only_is_a_decline_in_words_with_no_citations(reply: str) -> None:
+    # seen from the local 1.5B model: shipped as "Insufficient context: [BNS_S281],
+    # [BNS_S117]", an answer that ended mid-sentence and cited what it had only read
+    draft = draft_from_text(reply)
+    assert draft is not None and draft.is_insufficient_context
+    assert draft.citations == []
+    assert (
+        draft.answer_text == "Insufficient context: the sections read do not answer the question."
+    )
+
+
+def test_a_decline_that_explains_itself_keeps_its_words() -> None:
+    draft = draft_from_text("Insufficient context: the sections speak of theft, not refunds.")
+    assert draft is not None and draft.is_insufficient_context
+    assert draft.answer_text == "Insufficient context: the sections speak of theft, not refunds."

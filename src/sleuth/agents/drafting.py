@@ -140,6 +140,16 @@ _NOT_EMPTY = re.compile(r"[^\W_]{2,}")
 _MARKER_TEXT = re.compile(r"\[[^\]\n]{1,200}\]")
 
 
+MARKERS_ONLY_DECLINE = "Insufficient context: the sections read do not answer the question."
+"""The text of a model's decline that said nothing but evidence markers."""
+
+
+def _says_more_than_decline(text: str) -> bool:
+    """Whether ``text`` says anything beyond an "insufficient context" phrase and evidence
+    markers ("Insufficient context: [1], [2]" does not)."""
+    return bool(_NOT_EMPTY.search(_MARKER_TEXT.sub("", _INSUFFICIENT.sub("", text))))
+
+
 def bare_text(text: str) -> str:
     """What a reply says, for comparing two replies: without citation markers, a ``Facts:``
     line's label or an ``Answer:`` label, lower-cased, its spacing collapsed."""
@@ -148,6 +158,20 @@ def bare_text(text: str) -> str:
 
 
 def draft_from_text(text: str) -> AnswerDraft | None:
+    """Read a final answer from a model's plain reply (:func:`_read_draft`); a decline that
+    says nothing but evidence markers ("Insufficient context: [1], [2]", which named what it
+    read, not what supports a claim) becomes a decline in words, with no citations."""
+    draft = _read_draft(text)
+    if (
+        draft is not None
+        and draft.is_insufficient_context
+        and not _says_more_than_decline(draft.answer_text)
+    ):
+        return draft.model_copy(update={"answer_text": MARKERS_ONLY_DECLINE, "citations": []})
+    return draft
+
+
+def _read_draft(text: str) -> AnswerDraft | None:
     """Read a final answer from a model's plain reply: JSON if it holds an answer, else prose.
 
     The answer prompts ask for ``Answer: <short answer>`` then ``Explanation: <cited
@@ -172,7 +196,9 @@ def draft_from_text(text: str) -> AnswerDraft | None:
         return None  # only labels, markers and copied headers: nothing was answered
     if not prose:
         return None
-    insufficient = bool(_INSUFFICIENT.search(prose)) and not cited_ids(prose)
+    insufficient = bool(_INSUFFICIENT.search(prose)) and (
+        not cited_ids(prose) or not _says_more_than_decline(prose)
+    )
     return AnswerDraft(
         answer_text=prose,
         citations=[] if insufficient else cited_ids(prose),
