@@ -230,6 +230,7 @@ def test_openai_compatible_server_gets_base_url_and_placeholder_key(
         "api_key": "sk-no-key",
         "temperature": 0.3,
         "timeout": 7.0,
+        "stream_usage": True,  # a streamed answer's token counts
         "max_tokens": 200,
         "extra_body": {"max_tokens": 200},
     }
