@@ -500,12 +500,15 @@ class LlamaCppChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         call = self._prepare(messages, tools, tool_choice, kwargs)
+        return ChatResult(generations=[ChatGeneration(message=self._whole(call, stop))])
+
+    def _whole(self, call: _Call, stop: list[str] | None) -> AIMessage:
+        """The reply of ``call`` generated to its end, under the model's lock."""
         with call.lock:
             out = _Generated()
             for _ in self._pieces(call, stop, out):
                 pass
-            message = self._message(call, out)
-        return ChatResult(generations=[ChatGeneration(message=message)])
+            return self._message(call, out)
 
     def _stream(
         self,
@@ -521,11 +524,7 @@ class LlamaCppChatModel(BaseChatModel):
         in one chunk."""
         call = self._prepare(messages, tools, tool_choice, kwargs)
         if call.names:
-            with call.lock:
-                out = _Generated()
-                for _ in self._pieces(call, stop, out):
-                    pass
-                message = self._message(call, out)
+            message = self._whole(call, stop)
             yield ChatGenerationChunk(
                 message=AIMessageChunk(
                     content=message.content,
