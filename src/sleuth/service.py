@@ -302,7 +302,7 @@ class AgentService:
                 rewrite = self._standalone(question, thread, model, ctx)
             question = rewrite.question
             if rewrite.method != "none":
-                how = "by the model" if rewrite.method == "model" else "the previous question"
+                how = "by the model" if rewrite.method == "model" else "earlier questions carried"
                 emitter.emit(ObserveEvent(content=f"Follow-up made standalone ({how}): {question}"))
         ctx.profile = analyse_question(question)
         if rewrite is not None and rewrite.method == "context":

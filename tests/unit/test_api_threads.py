@@ -118,6 +118,8 @@ def test_a_thread_answers_only_for_its_own_collection(client: TestClient, env: A
         headers=env.auth(),
     )
     assert r.status_code == 422  # not a thread id at all
+    assert client.get("/threads/" + "x" * 65, headers=env.auth()).status_code == 422
+    assert client.delete("/threads/a%20b", headers=env.auth()).status_code == 422
 
 
 def test_the_openapi_document_describes_threads(client: TestClient) -> None:

@@ -44,6 +44,7 @@ def test_a_follow_up_offline_carries_the_previous_question_and_is_stored(tmp_pat
         MURDER, "test", mode="guided", thread_id=thread.thread_id
     )
     assert first.trace["conversation"]["rewrite"] == "none"
+    assert first.trace["conversation"]["rewritten_question"] is None  # asked as typed
     assert first.trace["conversation"]["turn"] == 0
 
     events: list[Any] = []

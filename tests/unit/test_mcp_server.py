@@ -270,6 +270,14 @@ def test_ask_in_a_thread_reads_the_follow_up_in_its_context(app: Sleuth) -> None
     turns = app.catalog.thread_turns(first["thread_id"])
     assert [t.task_id for t in turns] == [first["task_id"], follow["task_id"]]
 
+    async def both(session: ClientSession) -> tuple[bool, Any]:
+        return await _call(
+            session, "ask", question="And then?", thread_id=first["thread_id"], new_thread=True
+        )
+
+    ok, text = _session(SleuthTools(app, user="alice", collection="laws"), both)
+    assert not ok and "thread_id and new_thread exclude each other" in text
+
     async def as_bob(session: ClientSession) -> tuple[bool, Any]:
         return await _call(session, "ask", question="And then?", thread_id=first["thread_id"])
 

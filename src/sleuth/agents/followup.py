@@ -84,7 +84,7 @@ class Rewrite:
         """JSON-able form for the run's trace."""
         return {
             "original_question": self.original,
-            "rewritten_question": self.question,
+            "rewritten_question": None if self.method == "none" else self.question,
             "rewrite": self.method,
             "carried_citations": list(self.carried_citations),
             "history_turns": self.history_turns,

@@ -9,20 +9,30 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Path, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
 from sleuth.api.auth import CurrentUser, State
-from sleuth.api.schemas import Problem, ThreadCreate, ThreadDetail, ThreadOut, TurnOut
+from sleuth.api.schemas import (
+    THREAD_ID,
+    Problem,
+    ThreadCreate,
+    ThreadDetail,
+    ThreadOut,
+    TurnOut,
+)
 from sleuth.api.state import ApiState
 from sleuth.store.catalog import ThreadInfo, UserInfo
 
 router = APIRouter(tags=["threads"])
 
+ThreadId = Annotated[str, Path(pattern=f"^{THREAD_ID}$", description="The thread's id")]
+
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "Missing or invalid API key"},
     403: {"model": Problem, "description": "The API key was revoked"},
     404: {"model": Problem, "description": "No such thread (or collection) of the caller"},
+    422: {"model": Problem, "description": "Not a thread id (1-64 letters, digits, '_', '-')"},
     429: {"model": Problem, "description": "The user's request rate is spent; see Retry-After"},
 }
 
@@ -82,7 +92,7 @@ def list_threads(
     responses={**_ERRORS},
 )
 async def get_thread(
-    thread_id: str,
+    thread_id: ThreadId,
     user: CurrentUser,
     state: State,
     last: Annotated[
@@ -105,7 +115,7 @@ async def get_thread(
     response_class=Response,
     responses={**_ERRORS},
 )
-def delete_thread(thread_id: str, user: CurrentUser, state: State) -> Response:
+def delete_thread(thread_id: ThreadId, user: CurrentUser, state: State) -> Response:
     """The thread and all its turns are deleted (the runs stay in the run history)."""
     own_thread(state, user, thread_id)
     state.sleuth.catalog.delete_thread(thread_id)

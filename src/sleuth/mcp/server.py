@@ -223,6 +223,8 @@ class SleuthTools:
         new_thread: bool = False,
     ) -> dict:
         user_id = self.user()
+        if thread_id is not None and new_thread:
+            raise UserError("thread_id and new_thread exclude each other")
         if thread_id is not None and collection is None:
             name = self.app.agent.thread(thread_id, user_id).collection
         else:
