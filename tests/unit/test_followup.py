@@ -148,6 +148,13 @@ def test_the_answer_says_when_the_checks_changed_the_streamed_text() -> None:
     assert not _answer_after([], "No streaming, no revision.").revised
 
 
+def test_a_short_answer_explained_by_its_evidence_is_not_revised() -> None:
+    # the local model over llama-server streamed this; the answer shown opens with it
+    streamed = "Facts: [1], [2]\nAnswer: 3 years"
+    final = "3 years. (2) Whoever commits snatching, shall be punished … [BNS_S304]."
+    assert not revised(streamed, final)
+
+
 def test_revised_ignores_labels_case_and_spacing() -> None:
     assert not revised("Facts: [1]\nAnswer:  Seven   YEARS", "seven years [BNS_S5]")
     assert revised("Seven years", "Three years")

@@ -151,10 +151,12 @@ def _says_more_than_decline(text: str) -> bool:
 
 
 def bare_text(text: str) -> str:
-    """What a reply says, for comparing two replies: without citation markers, a ``Facts:``
-    line's label or an ``Answer:`` label, lower-cased, its spacing collapsed."""
-    lines = [_FACTS_LINE.sub(r"\1", _ANSWER_LABEL.sub("", line)) for line in text.splitlines()]
-    return " ".join(_MARKER_TEXT.sub(" ", "\n".join(lines)).lower().split())
+    """What a reply says, for comparing two replies: its words only, lower-cased — without
+    citation markers, a ``Facts: [1], [2]`` line (evidence numbers, no claim), an
+    ``Answer:`` label or punctuation."""
+    lines = [_ANSWER_LABEL.sub("", line) for line in text.splitlines()]
+    said = _MARKER_TEXT.sub(" ", "\n".join(x for x in lines if not _FACTS_LINE.match(x)))
+    return " ".join("".join(c if c.isalnum() else " " for c in said.lower()).split())
 
 
 def draft_from_text(text: str) -> AnswerDraft | None:
