@@ -134,8 +134,9 @@ def history_for_model(history: Sequence[PriorTurn], budget_tokens: int) -> list[
 def carried_subject(question: str, history: Sequence[PriorTurn]) -> str:
     """The offline rewrite: ``question`` with the earlier questions it follows up as its
     subject, in one sentence — e.g. "And for an attempt (What jail term can a first-time
-    thief get)?". The subject is the thread's first question (what the conversation is
-    about) and the previous one, as typed (rewrites never nest); their own sentence ends
+    thief get)?". The subject is the first question of ``history`` (the thread's first
+    while it has no more turns than are read, ``SLEUTH_THREAD_HISTORY_TURNS``) and the
+    previous one, as typed (rewrites never nest); their own sentence ends
     become ";", so the rewrite reads as one question, and no marker word is added (a word
     such as "following up" would be a term the answer is then expected to cover).
 

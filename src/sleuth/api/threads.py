@@ -22,6 +22,7 @@ from sleuth.api.schemas import (
     TurnOut,
 )
 from sleuth.api.state import ApiState
+from sleuth.errors import NotFoundError
 from sleuth.store.catalog import ThreadInfo, UserInfo
 
 router = APIRouter(tags=["threads"])
@@ -38,15 +39,15 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def own_thread(state: ApiState, user: UserInfo, thread_id: str) -> ThreadInfo:
-    """The caller's thread ``thread_id``.
+    """The caller's thread ``thread_id`` (:meth:`~sleuth.service.AgentService.thread`).
 
     Raises:
         HTTPException: 404 when it does not exist or is another user's (not told apart).
     """
-    info = state.sleuth.catalog.get_thread(thread_id)
-    if info is None or info.user_id != user.id:
-        raise HTTPException(404, f"thread '{thread_id}' not found")
-    return info
+    try:
+        return state.sleuth.agent.thread(thread_id, user.id)
+    except NotFoundError as exc:
+        raise HTTPException(404, str(exc)) from exc
 
 
 def _out(info: ThreadInfo) -> ThreadOut:
