@@ -34,7 +34,7 @@ from sleuth.agents.profile import QuestionProfile, analyse_question
 from sleuth.agents.react import RunRuntime, build_react_graph
 from sleuth.agents.reasoner import Reasoner
 from sleuth.agents.safety import masked
-from sleuth.agents.state import AgentState, AgentStep, RunStatus
+from sleuth.agents.state import AgentState, AgentStep, AgentStepType, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.config import Settings
 from sleuth.errors import NotFoundError, UserError
@@ -49,6 +49,7 @@ from sleuth.tools.rag import build_rag_tools
 from sleuth.types import MAX_QUESTION_CHARS
 
 if TYPE_CHECKING:
+    from sleuth.llm.factory import ServerFacts
     from sleuth.mcp.client import MCPToolbox
     from sleuth.store.catalog import ThreadInfo
 
@@ -156,17 +157,23 @@ class AgentService:
         return LLMReasoner(model, name=self.settings.llm)
 
     @cached_property
-    def context_tokens(self) -> int | None:
-        """The model's context window that prompts are fitted to (see
-        :func:`sleuth.llm.factory.context_tokens`); ``None`` without a model or when unknown."""
+    def server_facts(self) -> ServerFacts:
+        """The model's context window that prompts are fitted to, and whether it writes its
+        reasoning first (see :func:`sleuth.llm.factory.server_facts`); nothing known
+        without a model."""
+        from sleuth.llm.factory import ServerFacts, server_facts
+
         model = getattr(self.reasoner, "model", None)
         if model is None:
-            return None
+            return ServerFacts()
         if isinstance(getattr(model, "n_ctx", None), int):  # in process: its own window
-            return int(model.n_ctx)
-        from sleuth.llm.factory import context_tokens
+            return ServerFacts(int(model.n_ctx))
+        return server_facts(self.settings)
 
-        return context_tokens(self.settings)
+    @property
+    def context_tokens(self) -> int | None:
+        """The model's context window in tokens (``None``: no model, or unknown)."""
+        return self.server_facts.context_tokens
 
     @property
     def mcp(self) -> MCPToolbox | None:
@@ -287,10 +294,18 @@ class AgentService:
         started = time.perf_counter()
         deadline = time.monotonic() + (timeout_s or self.settings.run_timeout_s)
         model = getattr(self.reasoner, "model", None)
+        notices: list[AgentStep] = []
+
+        def notify(line: str) -> None:
+            """A notice of the run's model calls: an observation step and event."""
+            notices.append(AgentStep(step_type=AgentStepType.OBSERVE, content=line))
+            emitter.emit(ObserveEvent(content=line))
+
         limits = RunLimits(
             deadline=deadline,
             context_tokens=self.context_tokens,
-            notify=lambda line: emitter.emit(ObserveEvent(content=line)),
+            reasoning_first=self.server_facts.reasoning_first,
+            notify=notify,
             answer_delta=lambda text, stream: emitter.emit(
                 AnswerDeltaEvent(delta=text, stream=stream)
             ),
@@ -344,7 +359,7 @@ class AgentService:
         # a model request waiting out a 429 Retry-After (or a 5xx) says so in the trace;
         # every model call obeys the run's deadline and the model's window (sleuth.llm.calls)
         with (
-            retry_notices(lambda line: emitter.emit(ObserveEvent(content=line))),
+            retry_notices(notify),
             run_limits(limits),
         ):
             if mode == "guided":
@@ -382,7 +397,8 @@ class AgentService:
             mode=mode,
             status=outcome.status,
             answer=outcome.answer,
-            reasoning_steps=outcome.steps,
+            # the run's notices (a trimmed prompt, a retried call) among its steps, in time
+            reasoning_steps=sorted([*outcome.steps, *notices], key=lambda s: s.timestamp),
             tool_calls=trace.get("tool_trace", []),
             trace=trace,
         )

@@ -233,7 +233,9 @@ class FaultServer:
     Args:
         script: behaviours for the successive chat requests (the last one repeats).
         context: the context window ``GET /props`` reports (``None``: 404, as a server
-            that does not say).
+            that does not say, unless ``chat_template`` is given).
+        chat_template: the Jinja chat template ``GET /props`` reports, as llama.cpp's
+            server does.
 
     Attributes:
         url: the ``/v1`` base URL.
@@ -241,9 +243,15 @@ class FaultServer:
         stopping: set when the server stops (hung requests then return).
     """
 
-    def __init__(self, script: Sequence[Behaviour], context: int | None = None) -> None:
+    def __init__(
+        self,
+        script: Sequence[Behaviour],
+        context: int | None = None,
+        chat_template: str | None = None,
+    ) -> None:
         self.script = list(script)
         self.context = context
+        self.chat_template = chat_template
         self.requests: list[dict[str, Any]] = []
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -256,10 +264,14 @@ class FaultServer:
                 return
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/") == "/props" and server.context is not None:
-                    _send_json(
-                        self, 200, {"default_generation_settings": {"n_ctx": server.context}}
-                    )
+                props = server.context is not None or server.chat_template is not None
+                if self.path.rstrip("/") == "/props" and props:
+                    body: dict[str, Any] = {"default_generation_settings": {}}
+                    if server.context is not None:
+                        body["default_generation_settings"]["n_ctx"] = server.context
+                    if server.chat_template is not None:
+                        body["chat_template"] = server.chat_template
+                    _send_json(self, 200, body)
                 elif self.path.rstrip("/") == "/v1/models":
                     _send_json(self, 200, {"object": "list", "data": [{"id": "fault"}]})
                 else:

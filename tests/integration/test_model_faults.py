@@ -190,6 +190,9 @@ def test_prompts_fit_the_window_the_server_reports(tmp_path: Path, mode: str) ->
     assert server.requests
     assert max(prompt_tokens(body) for body in server.requests) <= 2048
     assert response.trace["prompt_trims"], "the long question and evidence were cut"
+    # each cut is a step of the stored run too, not only a streamed observation
+    cuts = [s.content for s in response.reasoning_steps if "did not fit" in s.content]
+    assert len(cuts) == len(response.trace["prompt_trims"])
     sent = " ".join(str(m.get("content")) for b in server.requests for m in b["messages"])
     assert "[truncated: " in sent
 
@@ -462,3 +465,38 @@ def test_a_streamed_answer_arrives_in_pieces_that_add_up_to_the_reply(tmp_path: 
     assert len(pieces) > 5 and "".join(p.delta for p in pieces) == text
     assert response.status == RunStatus.COMPLETED
     assert response.trace["token_usage_by_stage"]["generator"]["input_tokens"] > 0
+
+
+R1_TEMPLATE = "{% if add_generation_prompt %}{{ '<|Assistant|><think>\\n' }}{% endif %}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("template", [R1_TEMPLATE, None], ids=["template-says", "unsaid"])
+def test_reasoning_before_a_bare_closing_tag_never_stays_in_the_streamed_answer(
+    tmp_path: Path, mode: str, template: str | None
+) -> None:
+    """A server whose chat template opens ``<think>`` streams untagged reasoning, then
+    ``</think>``, then the answer: the live answer text never shows that reasoning when the
+    server's ``/props`` says so; when it does not, the reasoning shown is replaced by a new
+    stream at the tag (found by bench/bench_robustness.py)."""
+    thought = 'secretthought {"skip_retrieval": "llm_only", "answer": "DECOY"}</think>'
+    search = tool_call("rag_search", {"query": "punishment for murder"})
+    answer = "Murder is punished with death or imprisonment for life [BNS_S103]."
+    script = [reply(thought + answer)]
+    if mode == "react":
+        script.insert(0, reply(thought, tool_calls=[search]))
+    events: list[Any] = []
+    with FaultServer(script, chat_template=template) as server:
+        app = _app(tmp_path, server)
+        response = app.agent.execute_agentic_search(
+            MURDER, "test", mode=mode, sinks=[events.append]
+        )
+        app.close()
+    deltas = [e for e in events if e.type == "answer_delta"]
+    assert deltas, "nothing was streamed"
+    last = max(e.stream for e in deltas)
+    final_stream = "".join(e.delta for e in deltas if e.stream == last)
+    assert "secretthought" not in final_stream and "DECOY" not in final_stream
+    if template is not None:
+        assert not any("secretthought" in e.delta for e in deltas)
+    assert "secretthought" not in response.answer.answer_text

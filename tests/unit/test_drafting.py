@@ -101,3 +101,19 @@ def test_a_decline_that_explains_itself_keeps_its_words() -> None:
     draft = draft_from_text("Insufficient context: the sections speak of theft, not refunds.")
     assert draft is not None and draft.is_insufficient_context
     assert draft.answer_text == "Insufficient context: the sections speak of theft, not refunds."
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "```\nMurder is punished with death [BNS_S103].\n```",
+        "```text\nMurder is punished with death [BNS_S103].\n```\n",
+        "Here is the answer:\n```markdown\nMurder is punished with death [BNS_S103].\n```",
+    ],
+)
+def test_a_fenced_answer_keeps_its_text_without_the_fence(reply: str) -> None:
+    # once: ReAct shipped "```. Murder is punished …" (bench_robustness, fenced answers)
+    draft = draft_from_text(reply)
+    assert draft is not None and "`" not in draft.answer_text
+    assert draft.answer_text.endswith("Murder is punished with death [BNS_S103].")
+    assert draft.citations == ["BNS_S103"]

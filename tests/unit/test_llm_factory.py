@@ -168,8 +168,11 @@ def test_the_context_setting_is_the_local_models_window(
     small = make_chat_model(Settings(llm=f"local:{gguf}", llm_context_tokens=1024))
     assert isinstance(default, LlamaCppChatModel) and default.n_ctx == 4096
     assert isinstance(small, LlamaCppChatModel) and small.n_ctx == 1024
-    assert factory.context_tokens(Settings(llm="heuristic", llm_context_tokens=2048)) == 2048
-    assert factory.context_tokens(Settings(llm="openai:x")) is None  # hosted: not asked
+    assert (
+        factory.server_facts(Settings(llm="heuristic", llm_context_tokens=2048)).context_tokens
+        == 2048
+    )
+    assert factory.server_facts(Settings(llm="openai:x")).context_tokens is None  # hosted
 
 
 def test_guard_does_not_block_heuristic() -> None:
@@ -404,3 +407,18 @@ def test_fit_context_raises_when_impossible() -> None:
     chat = [{"role": "system", "content": "x " * 40}, {"role": "user", "content": "y " * 40}]
     with pytest.raises(ContextWindowExceeded, match="even after cutting"):
         model._fit_context(_WordTokenizer(), chat)
+
+
+def test_a_chat_template_that_opens_the_reasoning_block_is_recognised() -> None:
+    r1 = "{% if add_generation_prompt %}{{'<｜Assistant｜><think>\\n'}}{% endif %}"
+    qwq = "{%- if add_generation_prompt %}\n{{- '<|im_start|>assistant\\n<think>\\n' }}{% endif %}"
+    qwen3_off = (
+        "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+        "{%- if enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+        "{%- endif %}"
+    )
+    history_only = "{{ m.content.split('<think>')[0] }}{% if add_generation_prompt %}A:{% endif %}"
+    assert factory.opens_reasoning(r1) and factory.opens_reasoning(qwq)
+    assert not factory.opens_reasoning(qwen3_off)
+    assert not factory.opens_reasoning(history_only)
+    assert not factory.opens_reasoning("")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -214,3 +215,68 @@ def test_compact_tools_keep_names_types_and_required_fields() -> None:
         "query": {"type": "string"},
         "top_k": {"type": "integer", "default": 5},
     }
+
+
+# ---------------------------------------------------------------- reasoning kept out of streams
+
+
+def _stream_pieces(
+    replies: list[str], streamed: list[bool], **limits: Any
+) -> list[tuple[str, int]]:
+    pieces: list[tuple[str, int]] = []
+    run = RunLimits(answer_delta=lambda t, s: pieces.append((t, s)), **limits)
+    model = ScriptedChatModel(replies)
+    with run_limits(run):
+        for stream in streamed:
+            calls.invoke(model, [HumanMessage("q")], stream_answer=stream)
+    return pieces
+
+
+def test_reasoning_is_never_streamed_as_answer_text() -> None:
+    pieces = _stream_pieces(["<think>weigh the DECOY</think>Seven years [1]."], [True])
+    assert "".join(t for t, _ in pieces).strip() == "Seven years [1]."
+
+
+def test_reasoning_shown_before_a_bare_closing_tag_is_replaced_by_a_new_stream() -> None:
+    pieces = _stream_pieces(["weigh the DECOY</think> Seven years [1]."], [True])
+    last = max(s for _, s in pieces)
+    assert last == 2
+    assert "".join(t for t, s in pieces if s == last).strip() == "Seven years [1]."
+
+
+def test_a_model_seen_closing_an_unopened_block_has_its_next_stream_held() -> None:
+    reply = "weigh the DECOY</think> Seven years [1]."
+    pieces = _stream_pieces(["plan</think> search", reply], [False, True])
+    assert "DECOY" not in "".join(t for t, _ in pieces)
+    assert {s for _, s in pieces} == {1}
+    held = _stream_pieces([reply], [True], reasoning_first=True)
+    assert "".join(t for t, _ in held).strip() == "Seven years [1]."
+
+
+def test_an_older_tool_result_is_summarised_to_the_headings_of_its_sections() -> None:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    seen = []
+    model = ScriptedChatModel([lambda messages: seen.append(messages) or "ok"])
+    limits = RunLimits(context_tokens=1024)
+    blocks = [
+        f"[{n}] HC_S{n} · Section {n}. Ferry rule {n}\n" + f"Every ferry {n} shall carry lamps. " * 60
+        for n in range(1, 6)
+    ]
+    found = "Found 5 sections for 'ferry lamps'.\n" + "\n\n".join(blocks)
+    conversation = [
+        SystemMessage("Answer with tools."),
+        HumanMessage("Must a ferry carry lamps?"),
+        AIMessage("", tool_calls=[{"id": "c1", "name": "rag_search", "args": {"query": "x"}}]),
+        ToolMessage(found, tool_call_id="c1"),
+        HumanMessage("Answer now from the sections found."),
+    ]
+    with run_limits(limits):
+        calls.invoke(model.bind(max_tokens=128), conversation)
+    kept = seen[0][3].content
+    assert kept.startswith("[summarised: the first line of each of its 5 parts kept")
+    assert "Found 5 sections" in kept
+    assert all(f"[{n}] HC_S{n} · Section {n}. Ferry rule {n}" in kept for n in range(1, 6))
+    assert "shall carry lamps" not in kept
+    assert seen[0][4].content == "Answer now from the sections found."  # the last turn whole
+    assert limits.trims[0]["summarised"] is True

@@ -666,6 +666,17 @@ def test_an_initial_is_no_sentence_end_of_a_short_answer() -> None:
     assert short("Paris. It is the capital [1].") == "Paris"
 
 
+def test_a_short_answer_that_begins_a_longer_claim_stays_in_it() -> None:
+    # once: "Answer: death" with "death or imprisonment for life [1]" became
+    # "death. or imprisonment for life [1]" (bench_robustness, ReAct, Facts/Answer replies)
+    draft = AnswerDraft(answer_text="death or imprisonment for life [1]", short_answer="death")
+    short, rest = split_short_answer(draft)
+    assert short == "death" and rest.answer_text == "death or imprisonment for life [1]"
+    draft = AnswerDraft(answer_text="Chief of Protocol. She served two years [2].")
+    _, rest = split_short_answer(draft.model_copy(update={"short_answer": "Chief of Protocol"}))
+    assert rest.answer_text == "She served two years [2]."
+
+
 def test_a_quoted_lead_in_carries_the_items_it_enumerates() -> None:
     from sleuth.agents.quotes import answering_quotes, with_quotes
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -9,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 
-from sleuth.llm.toolcalls import ToolCallNormalizer, content_parts, message_text
+from sleuth.llm.toolcalls import (
+    ToolCallNormalizer,
+    VisibleStream,
+    closes_unopened_reasoning,
+    content_parts,
+    message_text,
+)
 
 SEARCH = {
     "type": "object",
@@ -210,3 +217,63 @@ def test_reasoning_in_any_shape_never_reaches_text_or_calls(
     assert "secretthought" not in text and "DECOY" not in text
     assert "secretthought" in thinking
     assert _calls(AIMessage(content=reply)) == [("rag_search", {"query": "theft"})]
+
+
+# ---------------------------------------------------------------- reasoning in a stream
+
+
+def _streamed(reply: str, cuts: list[int], reasoning_first: bool = False) -> tuple[str, int]:
+    """What a :class:`VisibleStream` shows of ``reply`` sent in pieces cut at ``cuts``: the
+    text of the last stream (a restart begins a new one) and the number of restarts."""
+    stream = VisibleStream(reasoning_first=reasoning_first)
+    shown, restarts = "", 0
+    bounds = [0, *sorted(set(cuts)), len(reply)]
+    for start, end in itertools.pairwise(bounds):
+        text, restart = stream.feed(reply[start:end])
+        if restart:
+            shown, restarts = "", restarts + 1
+        shown += text
+    return shown + stream.end(), restarts
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    thought=_REASONING,
+    tag=st.sampled_from(["think", "thinking", "reasoning", "THINK"]),
+    shape=st.sampled_from(["closed", "bare_close", "unclosed_after", "none"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=12),
+)
+def test_a_stream_cut_anywhere_shows_what_the_whole_reply_shows(
+    thought: str, tag: str, shape: str, cuts: list[int]
+) -> None:
+    """Pieces split at any point — inside a tag too — show the visible text that
+    :func:`content_parts` reads from the whole reply; reasoning before a bare closing tag
+    is shown only until that tag, which starts the stream again."""
+    inner = f"{thought} {_DECOY} secretthought"
+    answer = "Theft is punished with imprisonment <b>up to</b> three years [1]."
+    reply = {
+        "closed": f"<{tag}>{inner}</{tag}>{answer}",
+        "bare_close": f"{inner}</{tag}>{answer}",
+        "unclosed_after": f"{answer}<{tag}>{inner}",
+        "none": answer,
+    }[shape]
+    cuts = [c for c in cuts if c < len(reply)]
+    shown, restarts = _streamed(reply, cuts)
+    assert shown.strip() == content_parts(reply)[0]
+    assert restarts == (shape == "bare_close")
+    held, restarts = _streamed(reply, cuts, reasoning_first=shape == "bare_close")
+    assert held.strip() == content_parts(reply)[0] and restarts == 0
+
+
+def test_a_model_known_to_reason_first_that_does_not_still_has_its_text_shown() -> None:
+    assert _streamed("No tag at all here.", [3, 7], reasoning_first=True) == (
+        "No tag at all here.",
+        0,
+    )
+
+
+def test_a_reply_closing_a_block_it_never_opened_is_told_apart() -> None:
+    assert closes_unopened_reasoning("plan the search</think>Answer [1].")
+    assert not closes_unopened_reasoning("<think>plan</think>Answer [1].")
+    assert not closes_unopened_reasoning("Answer [1].")
+    assert not closes_unopened_reasoning(None)

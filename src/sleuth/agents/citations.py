@@ -171,14 +171,24 @@ def split_sentences(text: str) -> list[list[str]]:
 
 def clean_answer_text(text: str) -> str:
     """Remove raw ReAct scaffolding ("Thought:", "Action:" lines, bare "functions.name:"
-    tool prefixes some servers leak) from a model's answer."""
+    tool prefixes some servers leak) and Markdown code fences (a "```" line, with or
+    without a language tag: the text inside is kept) from a model's answer."""
     lines = []
     for line in _TOOL_PREFIX.sub("", text).splitlines():
+        if _is_fence_line(line):
+            continue
         match = _RAW_REACT.match(line)
         if match and match.group(1).lower() in ("thought", "action", "action input", "observation"):
             continue
         lines.append(_RAW_REACT.sub("", line))
     return "\n".join(lines).strip()
+
+
+def _is_fence_line(line: str) -> bool:
+    """A Markdown fence line: three backticks, then at most a language tag."""
+    bare = line.strip()
+    tag = bare[3:].replace("-", "").replace("+", "")
+    return bare.startswith("```") and (not tag or tag.isalnum())
 
 
 class _Resolver:

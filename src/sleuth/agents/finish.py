@@ -181,8 +181,12 @@ def split_short_answer(draft: AnswerDraft) -> tuple[str | None, AnswerDraft]:
     if short:
         plain = _MARKERS.sub("", text)
         if plain.lower().startswith(short.lower()) and "[" not in text[: len(short) + 1]:
-            rest = text[len(short) :].lstrip(" .,:;-\n")
-            return short, draft.model_copy(update={"answer_text": rest or text})
+            after = text[len(short) :]
+            if not after.strip() or after.lstrip(" ")[:1] in tuple(".,:;-\n"):
+                # the opening is the short answer itself ("Chief of Protocol. …"), not the
+                # first word of a longer claim ("death or imprisonment for life [1]")
+                rest = after.lstrip(" .,:;-\n")
+                return short, draft.model_copy(update={"answer_text": rest or text})
         return short, draft
     yes_no = _YES_NO.match(text)
     if yes_no and len(text) > yes_no.end():

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sleuth.errors import ContextWindowExceeded, ModelDeadlineExceeded
+from sleuth.llm.toolcalls import VisibleStream, closes_unopened_reasoning
 
 DEFAULT_OUTPUT_RESERVE = 512
 """Tokens kept free for the reply when the call does not bind its own ``max_tokens``."""
@@ -79,6 +80,9 @@ class RunLimits:
             generates in a call made with ``stream_answer=True`` (:func:`invoke`); ``stream``
             numbers those calls from 1 (a repair round's answer is a new stream).
         streams: how many answer streams the run has started.
+        reasoning_first: a reply of this run's model closed a reasoning block it never
+            opened (its chat template opens it): its streamed answers are held back until
+            the closing tag (:class:`~sleuth.llm.toolcalls.VisibleStream`).
     """
 
     deadline: float | None = None
@@ -88,6 +92,7 @@ class RunLimits:
     trims: list[dict[str, Any]] = field(default_factory=list)
     answer_delta: Callable[[str, int], None] | None = None
     streams: int = 0
+    reasoning_first: bool = False
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (may be ≤ 0); ``None`` without a deadline."""
@@ -140,9 +145,10 @@ def report_trim(record: dict[str, Any]) -> None:
     if limits is None:
         return
     limits.trims.append(record)
+    how = "summarised" if record.get("summarised") else "cut"
     notice(
         f"The prompt did not fit the model's context window ({record['budget']} tokens "
-        f"for the prompt): the {record['role']} turn was cut from {record['chars']} to "
+        f"for the prompt): the {record['role']} turn was {how} from {record['chars']} to "
         f"{record['kept_chars']} characters."
     )
 
@@ -170,6 +176,31 @@ def cut_middle(text: str, keep: int) -> str:
     return text[:head] + mark + (text[len(text) - tail :] if tail > 0 else "")
 
 
+DIGEST_LINE_CHARS = 160
+"""A line of a summarised history turn is cut to this many characters."""
+
+
+def summary_of(text: str, keep: int) -> str | None:
+    """A history turn summarised in at most ``keep`` characters: its first line, then the
+    first line of each paragraph after it — for a tool result, its status line and the
+    heading of each section it returned (``[3] BNS_S103 · Section 103. …``), which the model
+    can read again — under a mark saying what was left out. ``None`` when the turn has fewer
+    than two paragraphs or the summary would not fit (the caller cuts the middle instead).
+    """
+    first, _, rest = text.strip().partition("\n")
+    paragraphs = [p.strip() for p in rest.split("\n\n") if p.strip()]
+    if len(paragraphs) < 2:
+        return None
+    heads = [first, *(p.splitlines()[0] for p in paragraphs)]
+    lines = [h if len(h) <= DIGEST_LINE_CHARS else h[: DIGEST_LINE_CHARS - 1] + "…" for h in heads]
+    mark = (
+        f"[summarised: the first line of each of its {len(paragraphs)} parts kept, "
+        f"{len(text)} chars in all]"
+    )
+    summary = "\n".join([mark, *lines])
+    return summary if len(summary) <= keep and len(summary) < len(text) else None
+
+
 def fit_turns(
     turns: Sequence[tuple[str, str]],
     budget: int,
@@ -177,10 +208,12 @@ def fit_turns(
 ) -> list[str]:
     """The texts of ``turns`` (``(role, text)``) cut until their tokens fit ``budget``.
 
-    Older non-system turns are cut first, then the last turn (each to no fewer than
-    :data:`MIN_TURN_TOKENS` tokens), then the older turns again down to the bare mark (they
-    are the run's history), then the system turns; the longest turn of a tier first, by
-    :func:`cut_middle`. Each cut is reported (:func:`report_trim`).
+    Older non-system turns are cut first — summarised (:func:`summary_of`: a tool result's
+    status and the headings of the sections it returned) where that fits, else by
+    :func:`cut_middle` — then the last turn (each to no fewer than :data:`MIN_TURN_TOKENS`
+    tokens), then the older turns again down to the bare mark (they are the run's history),
+    then the system turns; the longest turn of a tier first. Each cut is reported
+    (:func:`report_trim`).
 
     Args:
         turns: the prompt's turns in order.
@@ -215,7 +248,8 @@ def fit_turns(
             target = max(counts[i] - (sum(counts) - budget) - 24, least)
             source = original[i]
             keep = int(len(texts[i]) * target / counts[i]) if least else 0
-            cut = cut_middle(source, min(keep, len(source) - 1))
+            summary = summary_of(source, keep) if tier is middle and least else None
+            cut = summary or cut_middle(source, min(keep, len(source) - 1))
             new = count(cut)
             if new >= counts[i]:
                 break
@@ -233,6 +267,7 @@ def fit_turns(
                     "role": roles[i],
                     "chars": len(original[i]),
                     "kept_chars": len(text),
+                    "summarised": text.startswith("[summarised: "),
                     "tokens": counts[i],
                     "budget": budget,
                 }
@@ -461,12 +496,16 @@ def _classified(runnable: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
     try:
         if stream_to is not None:
             return _streamed(runnable, messages, kwargs, stream_to)
-        return runnable.invoke(messages, **kwargs)
+        reply = runnable.invoke(messages, **kwargs)
     except Exception as exc:
         refusal = context_refusal(exc)
         if refusal is not None:
             raise refusal from exc
         raise
+    limits = _limits.get()
+    if limits is not None and closes_unopened_reasoning(getattr(reply, "content", None)):
+        limits.reasoning_first = True
+    return reply
 
 
 FINISH_KEYS = ("finish_reason", "stop_reason", "done_reason", "done")
@@ -480,17 +519,35 @@ class IncompleteStream(RuntimeError):
 
 
 def _streamed(runnable: Any, messages: Any, kwargs: dict[str, Any], limits: RunLimits) -> Any:
-    """The reply of ``runnable.stream(messages)``, its chunks added up into one message, each
-    chunk's text handed to ``limits.answer_delta`` as it arrives. A model without streaming
-    (LangChain then yields the whole reply as one chunk) gives one piece."""
+    """The reply of ``runnable.stream(messages)``, its chunks added up into one message, the
+    visible part of each chunk's text (reasoning held back:
+    :class:`~sleuth.llm.toolcalls.VisibleStream`) handed to ``limits.answer_delta`` as it
+    arrives. Reasoning found to have been shown already (a closing tag with no opening one)
+    makes the rest a new stream, which replaces it. A model without streaming (LangChain
+    then yields the whole reply as one chunk) gives one piece."""
     limits.streams += 1
     stream = limits.streams
+    visible = VisibleStream(reasoning_first=limits.reasoning_first)
     reply: Any = None
+
+    def show(text: str) -> None:
+        if text and limits.answer_delta is not None:
+            limits.answer_delta(text, stream)
+
     for chunk in runnable.stream(messages, **kwargs):
         reply = chunk if reply is None else reply + chunk
         text = chunk.content if isinstance(chunk.content, str) else ""
-        if text and limits.answer_delta is not None:
-            limits.answer_delta(text, stream)
+        if not text:
+            continue
+        shown, restart = visible.feed(text)
+        if restart:
+            limits.reasoning_first = True
+            limits.streams += 1
+            stream = limits.streams
+            if limits.answer_delta is not None:  # the new stream replaces what was shown
+                limits.answer_delta(shown, stream)
+                continue
+        show(shown)
     if reply is None:
         raise IncompleteStream("the model's stream ended without a reply")
     metadata = getattr(reply, "response_metadata", None) or {}
@@ -498,6 +555,7 @@ def _streamed(runnable: Any, messages: Any, kwargs: dict[str, Any], limits: RunL
         # the connection closed before the server said the reply was done: a cut reply
         # must not pass for a whole one
         raise IncompleteStream("the model's stream ended before its reply was finished")
+    show(visible.end())
     return reply
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -320,43 +321,83 @@ def _provider_error(spec: LLMSpec, exc: BaseException) -> ConfigError:
     )
 
 
-def context_tokens(settings: Settings, timeout_s: float = 2.0) -> int | None:
-    """The context window prompts of the configured model must fit, in tokens.
+@dataclass(frozen=True)
+class ServerFacts:
+    """What an OpenAI-compatible model server says of itself (:func:`server_facts`).
 
-    ``SLEUTH_LLM_CONTEXT_TOKENS`` when set (for ``local`` it is also the ``n_ctx`` the model
-    is loaded with); else, for ``openai:`` with
-    ``SLEUTH_LLM_BASE_URL``, the window the server reports — llama.cpp's ``GET /props``
-    (``default_generation_settings.n_ctx``) or vLLM's ``GET /v1/models``
-    (``max_model_len``) — asked once with a short timeout; ``None`` otherwise (hosted APIs,
-    an in-process model, which fits prompts with its own tokenizer, or a server that does
-    not say). Never raises.
+    Attributes:
+        context_tokens: the context window prompts must fit, in tokens; ``None``: unknown.
+        reasoning_first: its chat template opens a reasoning block (``<think>``) at the
+            start of every reply, so the model writes its reasoning untagged before a
+            closing tag: streamed answers are held back until that tag
+            (:class:`~sleuth.llm.toolcalls.VisibleStream`).
     """
-    if settings.llm_context_tokens:  # an in-process model is loaded with this n_ctx too
-        return settings.llm_context_tokens
+
+    context_tokens: int | None = None
+    reasoning_first: bool = False
+
+
+_LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"", re.S)
+
+
+def opens_reasoning(chat_template: str) -> bool:
+    """Whether a Jinja chat template's generation prompt (the part after its last
+    ``add_generation_prompt`` test) writes an opening ``<think>`` that the same string does
+    not close — DeepSeek-R1's and QwQ's templates do; Qwen3's ``<think>\\n\\n</think>``
+    (thinking turned off) does not."""
+    at = (chat_template or "").rfind("add_generation_prompt")
+    if at < 0:
+        return False
+    for match in _LITERAL.finditer(chat_template[at:]):
+        literal = match.group(1) if match.group(1) is not None else match.group(2)
+        at = literal.rfind("<think>")
+        if at >= 0 and "</think>" not in literal[at:]:
+            return True
+    return False
+
+
+def server_facts(settings: Settings, timeout_s: float = 2.0) -> ServerFacts:
+    """The context window prompts of the configured model must fit, and whether its server
+    opens a reasoning block in every reply.
+
+    The window is ``SLEUTH_LLM_CONTEXT_TOKENS`` when set (for ``local`` it is also the
+    ``n_ctx`` the model is loaded with); else, for ``openai:`` with ``SLEUTH_LLM_BASE_URL``,
+    what the server reports — llama.cpp's ``GET /props`` (``default_generation_settings.
+    n_ctx``, and its ``chat_template`` for :func:`opens_reasoning`) or vLLM's
+    ``GET /v1/models`` (``max_model_len``) — asked once with a short timeout; unknown
+    otherwise (hosted APIs, an in-process model, which fits prompts with its own tokenizer,
+    or a server that does not say). Never raises.
+    """
+    window = settings.llm_context_tokens or None
     try:
         spec = parse_llm_spec(settings.llm)
     except ConfigError:
-        return None
+        return ServerFacts(window)
     if spec.provider != "openai" or not settings.llm_base_url:
-        return None
+        return ServerFacts(window)
     import httpx
 
     base = settings.llm_base_url.rstrip("/")
     root = base.removesuffix("/v1")
+    first = False
     try:
         with httpx.Client(timeout=timeout_s) as client:
             props = client.get(f"{root}/props")
             if props.status_code == 200:
-                settings_ = props.json().get("default_generation_settings") or {}
-                n_ctx = settings_.get("n_ctx") or props.json().get("n_ctx")
-                if isinstance(n_ctx, int) and n_ctx > 0:
-                    return n_ctx
-            models = client.get(f"{base}/models")
-            if models.status_code == 200:
-                for entry in models.json().get("data") or []:
-                    size = entry.get("max_model_len")
-                    if isinstance(size, int) and size > 0:
-                        return size
+                body = props.json()
+                template = body.get("chat_template")
+                first = isinstance(template, str) and opens_reasoning(template)
+                n_ctx = (body.get("default_generation_settings") or {}).get("n_ctx")
+                n_ctx = n_ctx or body.get("n_ctx")
+                if window is None and isinstance(n_ctx, int) and n_ctx > 0:
+                    window = n_ctx
+            if window is None:
+                models = client.get(f"{base}/models")
+                if models.status_code == 200:
+                    sizes = [e.get("max_model_len") for e in models.json().get("data") or []]
+                    window = next((n for n in sizes if isinstance(n, int) and n > 0), None)
     except (httpx.HTTPError, ValueError, AttributeError, TypeError):
-        return None
+        pass
+    return ServerFacts(window, first)
+    return ServerFacts(window)
     return None

@@ -140,6 +140,96 @@ def content_parts(content: Any, extra: Mapping[str, Any] | None = None) -> tuple
     return text.strip(), "\n".join(t.strip() for t in thoughts if t and t.strip())
 
 
+def closes_unopened_reasoning(content: Any) -> bool:
+    """Whether ``content`` (a reply's text) holds a closing reasoning tag with no opening
+    one (the chat template opened the block in the prompt): that model writes its
+    reasoning first, untagged, so a later streamed reply of it is held back as reasoning
+    until its closing tag (:class:`VisibleStream`)."""
+    return isinstance(content, str) and bool(_BARE_CLOSE.match(_THINK_SPAN.sub("", content)))
+
+
+_TAG = re.compile(r"<(/?)(think|thinking|reasoning)>", re.I)
+_TAG_PREFIXES = frozenset(
+    f"<{slash}{name}>"[:n]
+    for slash in ("", "/")
+    for name in ("think", "thinking", "reasoning")
+    for n in range(1, len(name) + 3 + len(slash))
+)
+
+
+class VisibleStream:
+    """The visible text of a reply that arrives in pieces, as :func:`content_parts` reads a
+    whole one: ``<think>``/``<thinking>``/``<reasoning>`` spans are held back (an unclosed
+    one to the end), and a closing tag with no opening one makes everything before it
+    reasoning — text already shown was reasoning, which :meth:`feed` reports as a restart
+    (the caller starts a new answer stream that replaces it).
+
+    Args:
+        reasoning_first: the model is known to write untagged reasoning before a closing
+            tag (:func:`closes_unopened_reasoning` of an earlier reply): text is held from
+            the start until that tag, and given out at :meth:`end` if none comes.
+
+    A tag split across pieces is recognised: a tail that could begin one is held until the
+    next piece decides.
+    """
+
+    def __init__(self, reasoning_first: bool = False) -> None:
+        self._held = ""
+        self._inside: str | None = "" if reasoning_first else None
+        """The reasoning tag being read ('' for an untagged start), None outside."""
+        self._doubt = ""
+        """Text held as untagged reasoning, shown at the end if no closing tag comes."""
+        self.closed_unopened = False
+
+    def feed(self, piece: str) -> tuple[str, bool]:
+        """``(text to show now, restart)`` for the next piece; ``restart``: what was shown
+        before was reasoning (a closing tag with no opening one arrived)."""
+        self._held += piece
+        shown: list[str] = []
+        restart = False
+        while match := _TAG.search(self._held):
+            before, closing, name = self._held[: match.start()], match.group(1), match.group(2)
+            self._held = self._held[match.end() :]
+            if self._inside is not None:
+                if closing and self._inside in ("", name.lower()):
+                    self._inside = None
+                    self._doubt = ""
+                continue
+            if closing:
+                shown.clear()
+                restart = self.closed_unopened = True
+                continue
+            shown.append(before)
+            self._inside = name.lower()
+        keep = self._partial_tag_tail()
+        settled, self._held = (
+            self._held[: len(self._held) - keep],
+            self._held[len(self._held) - keep :],
+        )
+        if self._inside is None:
+            shown.append(settled)
+        elif self._inside == "":
+            self._doubt += settled
+        return "".join(shown), restart
+
+    def end(self) -> str:
+        """The text still held that is not reasoning (an untagged start that never closed;
+        a tail that turned out not to be a tag)."""
+        tail = self._doubt + self._held if self._inside == "" else ""
+        if self._inside is None:
+            tail = self._held
+        self._held = self._doubt = ""
+        return tail
+
+    def _partial_tag_tail(self) -> int:
+        """Length of the held text's tail that could be the start of a reasoning tag."""
+        at = self._held.rfind("<")
+        if at < 0:
+            return 0
+        tail = self._held[at:].lower()
+        return len(tail) if tail in _TAG_PREFIXES else 0
+
+
 def _flatten(value: Any) -> str:
     if isinstance(value, list):
         return " ".join(_flatten(v) for v in value)
