@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from sleuth.agents.answer import GeneratedAnswer
+from sleuth.agents.answer import GeneratedAnswer, capped
 from sleuth.agents.events import (
     AnswerDeltaEvent,
     AnswerEvent,
@@ -396,7 +396,7 @@ class AgentService:
             collection=collection,
             mode=mode,
             status=outcome.status,
-            answer=outcome.answer,
+            answer=capped(outcome.answer),
             # the run's notices (a trimmed prompt, a retried call) among its steps, in time
             reasoning_steps=sorted([*outcome.steps, *notices], key=lambda s: s.timestamp),
             tool_calls=trace.get("tool_trace", []),

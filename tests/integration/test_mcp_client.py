@@ -240,3 +240,38 @@ def test_a_crashed_server_is_started_again_on_the_next_call(tmp_path: Path) -> N
         assert toolbox.status()["servers"]["slow"]["status"] == "down"
     finally:
         toolbox.close()
+
+
+def test_a_hung_mcp_tool_is_given_only_the_runs_time_left(tmp_path: Path) -> None:
+    """A server's own timeout_s (20 s) is longer than the run's deadline (3 s): the call is
+    stopped at the deadline, the run ends ``timeout`` in time, and the server is not marked
+    down for it (issue 28: 21.7 s against a 3 s deadline)."""
+    model = ScriptedChatModel(
+        [
+            tool_call("rag_search", {"query": "punishment for murder"}),
+            tool_call("slow__wait", {"seconds": 1}),
+            tool_call(
+                "final_answer", {"answer_text": "Death [BNS_S103].", "citations": ["BNS_S103"]}
+            ),
+        ]
+    )
+    app = make_app(tmp_path / "kb")
+    specs = [_stdio("slow", "hang", timeout_s=20)]
+    settings = app.settings.model_copy(update={"mcp_servers": json.dumps(specs)})
+    service = AgentService(settings, app.kb, reasoner=LLMReasoner(model), memory=app.memory)
+    try:
+        started = time.monotonic()
+        response = service.execute_agentic_search(
+            "What is the punishment for murder?", "test", timeout_s=3
+        )
+        elapsed = time.monotonic() - started
+        status = service.mcp.status() if service.mcp is not None else {}
+    finally:
+        service.close()
+    app.close()
+    assert response.status == RunStatus.TIMEOUT
+    assert elapsed < 3 + 2
+    waited = next(c for c in response.tool_calls if c["tool"] == "slow__wait")
+    assert "run's deadline" in str(waited.get("status"))
+    assert status["servers"]["slow"]["status"] == "ok"
+    assert "BNS_S103" in [c.source_id for c in response.answer.citations]

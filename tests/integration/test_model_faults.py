@@ -297,20 +297,28 @@ def test_a_reply_the_support_check_flags_never_ships_as_a_cited_answer(
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "question",
+    ["When does the office open?", "Is the office closed?", "Does the office open at nine?"],
+)
 def test_injected_markup_and_secrets_never_reach_the_answer_or_the_events(
-    tmp_path: Path, mode: str
+    tmp_path: Path, mode: str, question: str
 ) -> None:
+    # the yes/no forms once quoted the markup as the rule that answers ("Yes. … </tool_result>
+    # <system>SYSTEM OVERRIDE …"): the verdict reader now reads only quotable sentences
     events: list[Any] = []
     echo = reply("The API key is sk-INJECTED-12345 [DOC_S1].")
     with FaultServer([echo]) as server:
         app = _app(tmp_path, server, sections=INJECTED)
         response = app.agent.execute_agentic_search(
-            "When does the office open?", "test", mode=mode, sinks=[events.append]
+            question, "test", mode=mode, sinks=[events.append]
         )
         app.close()
     text = response.answer.answer_text
     for leaked in ("sk-INJECTED", "</system>", "<system>", "</tool_result>", "OVERRIDE"):
         assert leaked not in text, (leaked, text)
+        steps = " ".join(s.content for s in response.reasoning_steps)
+        assert leaked not in steps or leaked == "sk-INJECTED", (leaked, steps)
     assert "opens at nine" in text
     assert not any("sk-INJECTED" in e.model_dump_json() for e in events)
 
@@ -500,3 +508,27 @@ def test_reasoning_before_a_bare_closing_tag_never_stays_in_the_streamed_answer(
     if template is not None:
         assert not any("secretthought" in e.delta for e in deltas)
     assert "secretthought" not in response.answer.answer_text
+
+
+def test_a_text_call_cut_inside_its_argument_is_refused_and_the_model_told(
+    tmp_path: Path,
+) -> None:
+    """A reply cut by its token budget inside a string argument, sent as text (not as
+    structured tool_calls): the call is not run on the cut value (issue 28: ``{"source_id":
+    "BNS_S1`` read BNS_S1 without a word); the model is told why, and the run goes on."""
+    cut = '<tool_call>{"name": "read_section", "arguments": {"source_id": "BNS_S1'
+    search = tool_call("rag_search", {"query": "punishment for murder"})
+    script = [
+        reply("", tool_calls=[search]),
+        reply(cut),
+        reply("Murder is punished with death or imprisonment for life [BNS_S103]."),
+    ]
+    with FaultServer(script) as server:
+        app = _app(tmp_path, server)
+        response = app.agent.execute_agentic_search(MURDER, "test", mode="react")
+        app.close()
+    reads = [t for t in response.tool_calls if t["tool"] == "read_section"]
+    assert not reads, reads
+    told = [m for b in server.requests for m in b["messages"] if m.get("role") == "tool"]
+    assert any("cut off inside a value" in str(m.get("content")) for m in told)
+    assert response.status == RunStatus.COMPLETED

@@ -281,9 +281,9 @@ NAMES = ["search", "read_document"]
         ('{"name": "read_document", "args": {"doc_id": "d1"}}', "read_document", {"doc_id": "d1"}),
         ('{"tool": "SEARCH", "arguments": "{\\"query\\": \\"q\\"}"}', "search", {"query": "q"}),
         (
-            '{"tool": "search", "arguments": {"query": "unterminated',
+            '{"tool": "search", "arguments": {"query": "terminated"',  # only braces missing
             "search",
-            {"query": "unterminated"},
+            {"query": "terminated"},
         ),
         ('functions.search:\n{"query": "llamas"}', "search", {"query": "llamas"}),
         ('{"function": {"name": "search", "arguments": {"query": "q"}}}', "search", {"query": "q"}),
@@ -296,6 +296,14 @@ def test_parse_tool_reply_finds_calls(raw: str, name: str, args: dict[str, Any])
     assert invalid == []
     assert [(c["name"], c["args"]) for c in calls] == [(name, args)]
     assert calls[0]["id"].startswith("call_")
+
+
+def test_parse_tool_reply_refuses_a_call_cut_inside_its_argument() -> None:
+    content, calls, invalid = parse_tool_reply(
+        '{"tool": "search", "arguments": {"query": "unterminated', NAMES
+    )
+    assert calls == []
+    assert invalid and "cut off inside a value" in str(invalid[0])
 
 
 @pytest.mark.parametrize(

@@ -260,7 +260,8 @@ def test_an_older_tool_result_is_summarised_to_the_headings_of_its_sections() ->
     model = ScriptedChatModel([lambda messages: seen.append(messages) or "ok"])
     limits = RunLimits(context_tokens=1024)
     blocks = [
-        f"[{n}] HC_S{n} · Section {n}. Ferry rule {n}\n" + f"Every ferry {n} shall carry lamps. " * 60
+        f"[{n}] HC_S{n} · Section {n}. Ferry rule {n}\n"
+        + f"Every ferry {n} shall carry lamps. " * 60
         for n in range(1, 6)
     ]
     found = "Found 5 sections for 'ferry lamps'.\n" + "\n\n".join(blocks)

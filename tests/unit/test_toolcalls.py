@@ -157,8 +157,25 @@ def test_content_parts_join_text_and_keep_thinking_apart() -> None:
     assert spans == ("", "server-side reasoning")
 
 
-def test_a_call_cut_off_by_the_token_limit_is_repaired() -> None:
-    cut = '<tool_call>{"name": "rag_search", "arguments": {"query": "dowry death'
+@pytest.mark.parametrize(
+    "cut",
+    [
+        '<tool_call>{"name": "read_section", "arguments": {"source_id": "BNS_S1',
+        '{"name": "read_section", "arguments": {"source_id": "BNS_S1',
+        '```json\n{"name": "read_section", "arguments": {"source_id": "BNS_S1',
+    ],
+    ids=["tool-tag", "bare", "fenced"],
+)
+def test_a_text_call_cut_off_inside_a_value_is_a_failed_call_with_its_reason(cut: str) -> None:
+    # issue 28: '{"source_id": "BNS_S1' was run as a read of BNS_S1 without a word
+    reply = _read(AIMessage(content=cut))
+    assert reply.calls == []
+    assert "cut off inside a value" in reply.errors[0].message
+    assert "BNS_S1" in reply.errors[0].message
+
+
+def test_a_text_call_missing_only_its_closing_braces_is_repaired() -> None:
+    cut = '<tool_call>{"name": "rag_search", "arguments": {"query": "dowry death"'
     assert _calls(AIMessage(content=cut)) == [("rag_search", {"query": "dowry death"})]
 
 

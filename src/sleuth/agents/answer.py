@@ -81,3 +81,28 @@ class AnswerDraft(BaseModel):
         """This draft marked as extractive (see :attr:`extractive`)."""
         self._extractive = True
         return self
+
+
+MAX_ANSWER_CHARS = 8000
+"""Characters an answer's text may hold (a long-form answer with its quoted rules is
+~1,500): longer text — a quote of a section with no sentence breaks, a model that does not
+stop — is cut by :func:`capped`."""
+
+
+def capped(answer: GeneratedAnswer, limit: int = MAX_ANSWER_CHARS) -> GeneratedAnswer:
+    """``answer`` with its text cut to at most ``limit`` characters: at the last sentence end
+    in the second half of the allowance, else at the last space, else where the limit falls,
+    with a visible ``[truncated: N of M chars]`` mark; the same answer when it fits. The
+    citations are kept (they name sections, their text is bounded where it is read)."""
+    text = answer.answer_text
+    if len(text) <= limit:
+        return answer
+    room = max(limit - 40, 1)  # the mark's room
+    head = text[:room]
+    cut = max(head.rfind(". "), head.rfind(".\n"), head.rfind("] "))
+    if cut < room // 2:
+        cut = head.rfind(" ")
+    end = cut + 1 if cut >= room // 2 else room
+    kept = text[:end].rstrip()
+    mark = f" [truncated: {len(text) - len(kept)} of {len(text)} chars]"
+    return answer.model_copy(update={"answer_text": kept + mark})

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from sleuth.agents.answer import GeneratedAnswer
+from sleuth.agents.answer import GeneratedAnswer, capped
 from sleuth.agents.safety import masked
 
 
@@ -148,6 +148,8 @@ class EventEmitter:
         is marked ``revised`` when its text differs from the last stream's
         (:func:`revised`)."""
         event = masked(event)
+        if isinstance(event, AnswerEvent):  # an answer's text is bounded (answer.capped)
+            event.answer = capped(event.answer)
         if isinstance(event, AnswerDeltaEvent):
             with self._lock:
                 if event.stream != self._stream:

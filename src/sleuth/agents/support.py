@@ -144,6 +144,22 @@ def claim_text(sentence: str) -> str:
     return _NUMBERED.sub("", sentence).strip()
 
 
+SUPPORT_CHUNKS = 16
+"""Chunks of one cited section a claim is scored against by a model at most: a statute
+section has one to a few; a section of thousands of chunks (a 3 MB table) would cost the
+cross-encoder minutes per claim."""
+
+
+def likeliest_chunks(claim_terms: set[str], chunks: Sequence[Chunk]) -> Sequence[Chunk]:
+    """The :data:`SUPPORT_CHUNKS` chunks sharing the most of ``claim_terms`` (ties in
+    section order), or all of them when there are no more than that."""
+    if len(chunks) <= SUPPORT_CHUNKS:
+        return chunks
+    shared = [len(claim_terms & set(terms(c.text))) for c in chunks]
+    best = sorted(range(len(chunks)), key=lambda i: -shared[i])[:SUPPORT_CHUNKS]
+    return [chunks[i] for i in sorted(best)]
+
+
 class SupportChecker:
     """Scores claims against cited sections (see the module docstring for the rule).
 
@@ -214,6 +230,7 @@ class SupportChecker:
             return Support(source_id, lexical, None, supported=True)
         if not self.readable(claim):
             return Support(source_id, lexical, None, supported=False, verdict="unverifiable")
+        chunks = likeliest_chunks(claim_terms, chunks)
         if self.cross_encoder is not None and chunks:
             semantic = self.relevance(claim, chunks)
             return Support(

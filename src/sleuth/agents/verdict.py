@@ -31,9 +31,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sleuth.agents.safety import quotable_sentences
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import sentences
 from sleuth.types import Chunk
 
 _NEGATION = re.compile(
@@ -116,7 +116,9 @@ def rule_verdict(
     candidates: list[tuple[str, str]] = []
     for sid in dict.fromkeys(order):
         chunks = sections.get(sid) or []
-        candidates += [(sid, s) for s in sentences(join_parts(list(chunks))) if len(s) > 20]
+        # text inside chat markup and injected instructions never decide a verdict
+        kept = quotable_sentences(join_parts(list(chunks)))[0]
+        candidates += [(sid, s) for s in kept if len(s) > 20]
         if len(candidates) >= MAX_SENTENCES:
             break
     candidates = candidates[:MAX_SENTENCES]

@@ -304,6 +304,13 @@ def _scan_object(text: str, start: int) -> tuple[int | None, bool]:
     return None, in_string
 
 
+def _ends_in_string(text: str, start: int) -> bool:
+    """Whether the object opening at ``text[start]`` is never closed because the text ends
+    inside one of its strings (a call cut off mid-value)."""
+    end, in_string = _scan_object(text, start)
+    return end is None and in_string
+
+
 def _cut_inside_string(text: str) -> bool:
     """Whether ``text`` is a JSON object that is not valid and ends inside a string (a call
     whose arguments the reply's token budget cut off mid-value)."""
@@ -418,7 +425,7 @@ class ToolCallNormalizer:
         candidate = _undouble(prefixed)
         spans = []
         for start, end, value in _json_objects(candidate):
-            if self._object_as_call(value, reply):
+            if self._object_as_call(value, reply, cut=_ends_in_string(candidate, start)):
                 spans.append((start, end))
         if spans:
             remaining = _cut(candidate, spans)
@@ -426,8 +433,9 @@ class ToolCallNormalizer:
 
     def _objects_as_calls(self, text: str, reply: NormalizedReply, require_call: bool) -> bool:
         found = False
-        for _, _, value in _json_objects(text):
-            found = self._object_as_call(value, reply) or found
+        for start, _, value in _json_objects(text):
+            cut = _ends_in_string(text, start)
+            found = self._object_as_call(value, reply, cut=cut) or found
         if not found and require_call and len(self.schemas) == 1:
             value = _loads(text)
             if isinstance(value, dict):  # a bare argument object for the only tool
@@ -435,17 +443,34 @@ class ToolCallNormalizer:
                 found = True
         return found
 
-    def _object_as_call(self, value: Any, reply: NormalizedReply) -> bool:
+    def _object_as_call(self, value: Any, reply: NormalizedReply, cut: bool = False) -> bool:
+        """Add the call(s) ``value`` holds; ``cut``: its text ended inside a JSON string (the
+        reply's token budget ran out mid-value), so the call is a failed one that says so —
+        ``{"source_id": "BNS_S1`` must not run as a read of BNS_S1."""
         if isinstance(value, list):
-            return any([self._object_as_call(v, reply) for v in value])
+            return any([self._object_as_call(v, reply, cut) for v in value])
         if not isinstance(value, dict):
             return False
         if "tool_calls" in value and isinstance(value["tool_calls"], list):
-            return any([self._object_as_call(v, reply) for v in value["tool_calls"]])
+            return any([self._object_as_call(v, reply, cut) for v in value["tool_calls"]])
         raw_name, raw_args, looks = _call_parts(value)
         if not looks:
             return False
-        self._add(reply, raw_name, raw_args, value.get("id") if isinstance(value, dict) else None)
+        call_id = value.get("id") if isinstance(value, dict) else None
+        if cut:
+            name = str(raw_name or "").strip() or None
+            shown = json.dumps(raw_args, ensure_ascii=False, default=str)[:200]
+            reply.errors.append(
+                CallError(
+                    name,
+                    str(call_id) if call_id else _new_id(),
+                    f"Error: the arguments of {name!r} were cut off inside a value "
+                    f"({shown}); send the complete call again.",
+                    shown,
+                )
+            )
+            return True
+        self._add(reply, raw_name, raw_args, call_id)
         return True
 
     # ------------------------------------------------------------------ arguments

@@ -17,6 +17,9 @@ never raise into the agent:
   exited, the HTTP endpoint went away), returns
   ``ToolResult(ok=False, status="Error: tool unavailable: <server>/<tool> ...")`` — an
   observation the agent can act on;
+* a call made inside a run gets no more than the run's time left (``SLEUTH_RUN_TIMEOUT_S``
+  / ``timeout_s``); one stopped there returns the same kind of result, and its server is
+  not marked down;
 * after such a failure the server counts as down for ``retry_after_s`` (its calls fail at
   once), then its session is reopened on the next call or run.
 
@@ -43,6 +46,7 @@ from typing import IO, TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from sleuth.errors import SleuthError, ToolError, require
+from sleuth.llm import calls
 from sleuth.mcp.config import MCPServerSpec, load_mcp_servers
 from sleuth.mcp.schema import AdaptedSchema, adapt_schema, tool_name
 from sleuth.tools.base import RunContext, Tool, ToolResult
@@ -89,6 +93,11 @@ class _Unavailable(Exception):
     def __init__(self, reason: str, already_down: bool = False) -> None:
         super().__init__(reason)
         self.already_down = already_down
+
+
+RUN_DEADLINE = "was stopped at the run's deadline (SLEUTH_RUN_TIMEOUT_S / timeout_s)"
+"""Why a call that ran out of the run's time has no result (the server is not marked
+down: it was the run's time, not the server's ``timeout_s``, that ran out)."""
 
 
 class _Failed(Exception):
@@ -607,17 +616,18 @@ class MCPToolbox:
 
     # -- calls ----------------------------------------------------------------------------
 
-    async def _call(self, server: _Server, tool: str, args: dict[str, Any]) -> CallToolResult:
-        """The tool's result.
+    async def _call(
+        self, server: _Server, tool: str, args: dict[str, Any], timeout: float
+    ) -> CallToolResult:
+        """The tool's result within ``timeout`` seconds.
 
         Raises:
-            _Unavailable: down, unreachable, past ``timeout_s``, or the connection was lost.
+            _Unavailable: down, unreachable, past ``timeout``, or the connection was lost.
             _Failed: the server answered with an error.
         """
         from mcp.shared.exceptions import McpError
         from mcp.types import CONNECTION_CLOSED
 
-        timeout = server.spec.timeout_s
         conn = await server.connected()
         assert conn.session is not None
         call = asyncio.ensure_future(
@@ -630,6 +640,9 @@ class MCPToolbox:
                 timeout=timeout + 1.0,
                 return_when=asyncio.FIRST_COMPLETED,
             )
+        except asyncio.CancelledError:  # the caller gave up: the request goes with it
+            call.cancel()
+            raise
         finally:
             broken.cancel()
         if call not in done:
@@ -655,12 +668,15 @@ class MCPToolbox:
             raise _Unavailable(f"lost its connection during the call: {_reason(exc)}") from exc
 
     async def _guarded_call(
-        self, server: _Server, tool: str, args: dict[str, Any]
+        self, server: _Server, tool: str, args: dict[str, Any], timeout: float, run_cut: bool
     ) -> CallToolResult | _Unavailable | _Failed:
-        """The result, or why there is none (an unavailable server is then marked down)."""
+        """The result, or why there is none (an unavailable server is then marked down,
+        unless the call only ran out of the run's time: ``run_cut``)."""
         try:
-            return await self._call(server, tool, args)
+            return await self._call(server, tool, args, timeout)
         except _Unavailable as exc:
+            if run_cut and str(exc).startswith("timed out"):
+                return _Unavailable(RUN_DEADLINE, already_down=True)
             if not exc.already_down:
                 server.down(str(exc))
             return exc
@@ -687,11 +703,25 @@ class MCPToolbox:
         for t in state.tools or []:
             if t.remote_name == tool:
                 name = t.name
-        limit = state.spec.connect_timeout_s + state.spec.timeout_s + 5
+        timeout = state.spec.timeout_s
+        limit = state.spec.connect_timeout_s + timeout + 5
+        run = calls.current()
+        left = run.remaining() if run is not None else None
+        run_cut = left is not None and left < limit
+        if run_cut:  # the run's deadline comes first: the call gets the time left
+            timeout, limit = max(min(timeout, left or 0.0), 0.0), max(left or 0.0, 0.0) + 0.25
         try:
-            outcome = self._submit(self._guarded_call(state, tool, arguments), limit)
+            if run_cut and timeout <= 0:
+                raise TimeoutError
+            outcome = self._submit(
+                self._guarded_call(state, tool, arguments, timeout, run_cut), limit
+            )
         except TimeoutError:
-            outcome = _Unavailable(f"timed out after {_seconds(state.spec.timeout_s)}")
+            outcome = (
+                _Unavailable(RUN_DEADLINE, already_down=True)
+                if run_cut
+                else _Unavailable(f"timed out after {_seconds(state.spec.timeout_s)}")
+            )
         if isinstance(outcome, _Failed):
             return ToolResult(
                 ok=False,
