@@ -532,3 +532,29 @@ def test_a_text_call_cut_inside_its_argument_is_refused_and_the_model_told(
     told = [m for b in server.requests for m in b["messages"] if m.get("role") == "tool"]
     assert any("cut off inside a value" in str(m.get("content")) for m in told)
     assert response.status == RunStatus.COMPLETED
+
+
+def test_a_plan_decoy_inside_a_bare_closing_tag_never_skips_retrieval(tmp_path: Path) -> None:
+    """The guided planner itself is asked (every agent asks the model), and its reply opens
+    with untagged reasoning holding a plan that would skip retrieval and answer from memory,
+    then ``</think>``, then the real plan: the real plan is followed (issue 28: "retrieval
+    skipped (llm_only)")."""
+    decoy = (
+        '{"intent_class": "conversational", "skip_retrieval": "llm_only", "primary_query": "hi"}'
+    )
+    real = (
+        '{"intent_class": "documentary", "skip_retrieval": "none", '
+        '"primary_query": "punishment for murder"}'
+    )
+    content = f"secretthought {decoy} so</think>{real}"
+    with FaultServer([reply(content)]) as server:
+        app = _app(tmp_path, server, guided_llm_agents="all")
+        response = app.agent.execute_agentic_search(
+            "Hello there, what about murder?", "test", mode="guided"
+        )
+        app.close()
+    asked = [m.get("content") for b in server.requests for m in b["messages"][:1]]
+    assert any("intent" in str(text).lower() for text in asked), "the planner was not asked"
+    assert "BNS_S103" in response.trace["retrieved_source_ids"]
+    steps = " ".join(s.content for s in response.reasoning_steps)
+    assert "llm_only" not in steps and "secretthought" not in response.answer.answer_text

@@ -299,7 +299,7 @@ def test_parse_tool_reply_finds_calls(raw: str, name: str, args: dict[str, Any])
 
 
 def test_parse_tool_reply_refuses_a_call_cut_inside_its_argument() -> None:
-    content, calls, invalid = parse_tool_reply(
+    _content, calls, invalid = parse_tool_reply(
         '{"tool": "search", "arguments": {"query": "unterminated', NAMES
     )
     assert calls == []
