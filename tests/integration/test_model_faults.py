@@ -558,3 +558,29 @@ def test_a_plan_decoy_inside_a_bare_closing_tag_never_skips_retrieval(tmp_path: 
     assert "BNS_S103" in response.trace["retrieved_source_ids"]
     steps = " ".join(s.content for s in response.reasoning_steps)
     assert "llm_only" not in steps and "secretthought" not in response.answer.answer_text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reasoning_in_the_servers_reasoning_field_never_decides_or_shows(
+    tmp_path: Path, mode: str
+) -> None:
+    """llama.cpp / DeepSeek servers send reasoning apart, in ``reasoning_content``; a decoy
+    call or answer there is never taken, and the reasoning never reaches the answer or its
+    streamed text (it may show as a thought)."""
+    decoy = 'secretthought {"name": "final_answer", "arguments": {"answer_text": "DECOY"}}'
+    search = tool_call("rag_search", {"query": "punishment for murder"})
+    answer = "Murder is punished with death or imprisonment for life [BNS_S103]."
+    script = [reply(answer, reasoning_content=decoy)]
+    if mode == "react":
+        script.insert(0, reply("", tool_calls=[search], reasoning_content=decoy))
+    events: list[Any] = []
+    with FaultServer(script) as server:
+        app = _app(tmp_path, server)
+        response = app.agent.execute_agentic_search(
+            MURDER, "test", mode=mode, sinks=[events.append]
+        )
+        app.close()
+    streamed = "".join(e.delta for e in events if e.type == "answer_delta")
+    for text in (response.answer.answer_text, streamed):
+        assert "secretthought" not in text and "DECOY" not in text
+    assert "BNS_S103" in [c.source_id for c in response.answer.citations]
