@@ -83,3 +83,10 @@ class ModelDeadlineExceeded(SleuthError):
 class ContextWindowExceeded(SleuthError):
     """The model server refused a prompt longer than its context window (an HTTP 400 that
     says so): a configuration fault (``SLEUTH_LLM_CONTEXT_TOKENS``), not missing evidence."""
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A run failure as one line: sleuth's own errors (written for users) as their message,
+    anything else with its type ("KeyError: 'x'"), so the CLI, API and trace word the same
+    failure the same way in both modes."""
+    return str(exc) if isinstance(exc, SleuthError) else f"{type(exc).__name__}: {exc}"

@@ -37,7 +37,7 @@ from sleuth.agents.safety import masked
 from sleuth.agents.state import AgentState, AgentStep, AgentStepType, RunStatus
 from sleuth.agents.support import SupportChecker
 from sleuth.config import Settings
-from sleuth.errors import NotFoundError, UserError
+from sleuth.errors import NotFoundError, UserError, describe_failure
 from sleuth.llm.calls import RunLimits, run_limits
 from sleuth.llm.retry_notice import retry_notices
 from sleuth.memory import AgentMemory, Memory
@@ -69,7 +69,7 @@ class _Outcome:
 
 def _failed(exc: Exception, emitter: EventEmitter) -> _Outcome:
     """The outcome of a run whose graph raised: an honest answer and status ``error``."""
-    error = f"{type(exc).__name__}: {exc}"
+    error = describe_failure(exc)
     answer = GeneratedAnswer(
         answer_text=f"The run failed before an answer could be written ({error}).",
         is_insufficient_context=True,

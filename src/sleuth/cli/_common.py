@@ -27,7 +27,8 @@ EXIT_USAGE = 2
 EXIT_INSUFFICIENT = 3
 
 err = Console(stderr=True, highlight=False)
-"""Messages, warnings, progress and the live trace go to stderr; results to stdout."""
+"""Messages, warnings and progress go to stderr; results and the live trace (the
+TraceRenderer) to stdout."""
 
 CollectionOpt = Annotated[
     str | None,

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from sleuth.llm import calls
+
 SDK_LOGGER = "openai._base_client"
 _RETRY_PREFIX = "Retrying request in"
 _notify: ContextVar[Callable[[str], None] | None] = ContextVar("sleuth_retry_notify", default=None)
@@ -43,6 +45,11 @@ class _RetryFilter(logging.Filter):
         if not str(record.msg).startswith(_RETRY_PREFIX):
             return True
         notify = _notify.get()
+        limits = calls.current()
+        if limits is not None and limits.cut:
+            # a request the run already gave up at its deadline (its thread lives on): its
+            # retries are not the run's
+            notify = None
         if notify is not None:
             try:
                 seconds, attempt, attempts = record.args  # type: ignore[misc]

@@ -109,7 +109,7 @@ from sleuth.agents.quotes import answering_quotes, quoted_draft
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.structured import StructuredResult
 from sleuth.agents.support import SupportChecker
-from sleuth.errors import ConfigError, ContextWindowExceeded, ToolError
+from sleuth.errors import ConfigError, ContextWindowExceeded, ToolError, describe_failure
 from sleuth.llm import calls
 from sleuth.llm.toolcalls import content_parts
 from sleuth.prompts import load_prompt
@@ -1396,7 +1396,7 @@ class GuidedRuntime:
             answer: GeneratedAnswer = final["final_answer"]
             status: RunStatus = final["status"]
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error = describe_failure(exc)
             answer = GeneratedAnswer(
                 answer_text=f"The run failed before an answer could be written ({error}).",
                 is_insufficient_context=True,
