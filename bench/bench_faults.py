@@ -1,11 +1,14 @@
-"""Runs against a misbehaving model server: how far past its deadline a run ends.
+"""Runs against a misbehaving model or tool server: how far past its deadline a run ends.
 
 A loopback OpenAI-compatible server (``tests/integration/fault_server.py``) either never
 answers (``hang``) or answers after a delay longer than the run has (``slow``); each run of
 each mode (guided, react) is given ``--deadline`` seconds (``timeout_s``) over the BNS, BNSS
 and BSA with the bundled embedder, and the seconds past the deadline at which it returned
-are measured, with its status. The target (issue 28): every run ends ``timeout`` within
-deadline + 2 s.
+are measured, with its status. A third fault, ``mcp_hang`` (ReAct only: guided mode calls no
+MCP tool), has the model search, then call the ``wait`` tool of an MCP server over stdio
+(``tests/integration/mcp_fixture_server.py hang``) that never returns although its own
+``timeout_s`` is 60 s. The target (issue 28): every run ends ``timeout`` within deadline +
+2 s.
 
     python bench/bench_faults.py --runs 5 --deadline 5
 """
@@ -88,6 +91,7 @@ def main() -> None:
                         statuses.append(response.status.value)
                     rows.append((fault, mode, over, statuses))
                 app.close()
+        rows.append(("mcp_hang", "react", *mcp_hang(base, args.runs, args.deadline)))
     print("| fault | mode | runs | status timeout | past deadline p50 s | max s |")
     print("|---|---|---|---|---|---|")
     for fault, mode, over, statuses in rows:
@@ -97,6 +101,47 @@ def main() -> None:
             f"{statistics.median(over):+.2f} | {max(over):+.2f} |"
         )
     print(f"\nload average at the end: {load_average()}")
+
+
+def mcp_hang(base: Any, runs: int, deadline: float) -> tuple[list[float], list[str]]:
+    """Seconds past ``deadline`` and statuses of ReAct runs whose model calls a hung MCP
+    tool (the server's own ``timeout_s``: 60 s)."""
+    import json
+
+    from tests.integration.fault_server import FaultServer, reply, tool_call
+
+    from sleuth.app import Sleuth
+
+    fixture = Path(__file__).resolve().parents[1] / "tests/integration/mcp_fixture_server.py"
+    spec = {"name": "slow", "command": sys.executable, "args": [str(fixture), "hang"]}
+    script = [
+        reply("", tool_calls=[tool_call("rag_search", {"query": "punishment for murder"})]),
+        reply("", tool_calls=[tool_call("slow__wait", {"seconds": 1})]),
+        reply("Murder is punished with death or imprisonment for life [BNS_S103]."),
+    ]
+    over: list[float] = []
+    statuses: list[str] = []
+    for i in range(runs):
+        with FaultServer(script) as server:
+            settings = base.model_copy(
+                update={
+                    "llm": "openai:fault",
+                    "llm_base_url": server.url,
+                    "llm_api_key": "none",
+                    "memory": False,
+                    "mcp_servers": json.dumps([{**spec, "timeout_s": 60}]),
+                }
+            )
+            app = Sleuth(settings)
+            app.agent.mcp  # noqa: B018 - discovery (the server's start) is not the run's time
+            started = time.monotonic()
+            response = app.agent.execute_agentic_search(
+                QUESTIONS[i % len(QUESTIONS)], "statutes", mode="react", timeout_s=deadline
+            )
+            over.append(time.monotonic() - started - deadline)
+            statuses.append(response.status.value)
+            app.close()
+    return over, statuses
 
 
 if __name__ == "__main__":
