@@ -3,11 +3,17 @@
 The model is tiny, so these tests check contracts (types, tool names, parseable calls), not
 answer quality. Forced tool choice is grammar-constrained on both paths, so there a
 well-formed call is asserted.
+
+The last tests run Qwen2.5-Coder-0.5B in process with a small window (``n_ctx`` 1024): every
+prompt is cut to fit it, and each cut is reported to the run (its trace and its steps).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.language_models import BaseChatModel
@@ -15,9 +21,12 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool
 from pydantic import BaseModel
 
+from sleuth.agents.llm_reasoner import LLMReasoner
+from sleuth.agents.state import AgentStepType, RunStatus
 from sleuth.config import Settings
-from sleuth.llm import testing
+from sleuth.llm import calls, testing
 from sleuth.llm.factory import make_chat_model
+from tests.helpers import make_service
 
 pytestmark = pytest.mark.integration
 
@@ -247,3 +256,164 @@ def test_local_model_without_a_prompt_cache_evaluates_each_prompt_again(
     second = model.invoke([rules, HumanMessage("Where are the maps?")])
     assert second.usage_metadata is not None
     assert second.usage_metadata["input_token_details"]["cache_read"] < 20
+
+
+# --- a run with the in-process model and a small window --------------------------------
+
+QWEN_05B = "local:qwen2.5-coder-0.5b"
+SMALL_CTX = 1024
+DID_NOT_FIT = "did not fit the model's context window"
+_MARK = re.compile(r"\[truncated: (\d+) of (\d+) chars\]")
+
+
+def _qwen05_local(n_ctx: int) -> BaseChatModel:
+    """The in-process Qwen2.5-Coder-0.5B loaded with ``n_ctx`` (skips when not installed)."""
+    pytest.importorskip("llama_cpp", reason='llama-cpp-python is not installed ("sleuth[local]")')
+    from sleuth.errors import MissingExtraError
+
+    try:
+        with testing.block_model_requests(False):
+            model = make_chat_model(
+                Settings(llm=QWEN_05B, llm_context_tokens=n_ctx, llm_timeout_s=120)
+            )
+    except MissingExtraError as exc:
+        pytest.skip(f"the 0.5B model is not installed: {exc}")
+    assert model is not None
+    return model
+
+
+@pytest.fixture(scope="module")
+def qwen05_local_1k() -> BaseChatModel:
+    return _qwen05_local(SMALL_CTX)
+
+
+Fit = tuple[list[tuple[str, str]], list[str], int, int]
+"""One prompt fitted by the in-process model: its turns, the texts sent, the budget and the
+tokens of the texts sent (the model's tokenizer)."""
+
+
+@pytest.fixture
+def fitted(monkeypatch: pytest.MonkeyPatch) -> list[Fit]:
+    """Every prompt the in-process model fits (``sleuth.llm.calls.fit_turns``, called for
+    each of its calls), as it was fitted."""
+    seen: list[Fit] = []
+    fit_turns = calls.fit_turns
+
+    def spy(turns: Sequence[tuple[str, str]], budget: int, count: Callable[[str], int]) -> Any:
+        texts = fit_turns(turns, budget, count)
+        seen.append((list(turns), list(texts), budget, sum(count(text) for text in texts)))
+        return texts
+
+    monkeypatch.setattr(calls, "fit_turns", spy)
+    return seen
+
+
+LONG_QUESTION = (
+    "What is the punishment for murder? " + "Explain the punishment in full detail. " * 76
+)
+
+
+def test_local_model_run_reports_every_cut_of_an_overlong_question(
+    tmp_path: Path, qwen05_local_1k: BaseChatModel, fitted: list[Fit]
+) -> None:
+    """Issue 28: in process, n_ctx 1024 silently cut the system prompt (3,028 → 829 tokens)
+    and the question (805 → 31), nothing in the trace. Each cut is now a ``prompt_trims``
+    record and an observe step of the run, and it is marked in the text the model reads."""
+    assert 2900 <= len(LONG_QUESTION) <= 3100
+    service = make_service(tmp_path, reasoner=LLMReasoner(qwen05_local_1k, name=QWEN_05B))
+    with testing.block_model_requests(False):
+        response = service.execute_agentic_search(
+            LONG_QUESTION, "test", mode="guided", use_memory=False
+        )
+
+    # the run completes (a weak model may decline): no error, no deadline cut
+    assert response.status in (RunStatus.COMPLETED, RunStatus.INSUFFICIENT_CONTEXT), (
+        response.status,
+        response.trace["error"],
+    )
+    assert response.answer.answer_text
+    assert response.trace["context_tokens"] == SMALL_CTX
+
+    # every prompt was fitted to the window less the reply's tokens
+    room = SMALL_CTX - int(getattr(qwen05_local_1k, "max_tokens", 0))
+    assert fitted, "the model was never called"
+    for _, _, budget, tokens in fitted:
+        assert tokens <= budget <= room
+    assert response.trace["token_usage"]["input_tokens"] <= len(fitted) * room
+
+    # each cut is in the trace and among the run's steps, as the same record
+    trims = response.trace["prompt_trims"]
+    assert trims, "a 3,000-char question does not fit a 1,024-token window whole"
+    steps = [s for s in response.reasoning_steps if DID_NOT_FIT in s.content]
+    assert len(steps) == len(trims)
+    for trim, step in zip(trims, steps, strict=True):
+        assert step.step_type == AgentStepType.OBSERVE
+        assert trim["kept_chars"] < trim["chars"] and trim["tokens"] <= trim["budget"]
+        how = "summarised" if trim["summarised"] else "cut"
+        assert (
+            f"the {trim['role']} turn was {how} from {trim['chars']} to {trim['kept_chars']} "
+            "characters" in step.content
+        )
+
+    # the question had to be cut: the model reads the mark of the cut, not a silently
+    # shortened question
+    asked = [
+        (text, sent)
+        for turns, texts, _, _ in fitted
+        for (_, text), sent in zip(turns, texts, strict=True)
+        if LONG_QUESTION.strip() in text
+    ]
+    assert asked, "no prompt held the question"
+    for text, sent in asked:
+        assert LONG_QUESTION.strip() not in sent
+        mark = _MARK.search(sent)
+        assert mark is not None, sent
+        assert int(mark.group(2)) == len(text) and 0 < int(mark.group(1)) < len(text)
+        assert any(t["chars"] == len(text) and t["kept_chars"] == len(sent) for t in trims)
+
+
+def test_local_model_cuts_and_reports_a_system_prompt_longer_than_its_window(
+    qwen05_local_1k: BaseChatModel,
+) -> None:
+    """A system prompt alone longer than the whole window: it is cut (the system turns are
+    cut last, never below ``calls.MIN_TURN_TOKENS``) and the cut is reported to the run."""
+    from sleuth.llm.local import load_llama
+
+    model: Any = qwen05_local_1k
+    rules = "You are a careful assistant for a library. " + " ".join(
+        f"Rule {i}: answer in one short sentence about the books on shelf {i}." for i in range(120)
+    )
+    llama = load_llama(model.model_path, model.n_ctx, model.n_threads, model.prompt_cache_mb)
+    assert len(llama.tokenize(rules.encode(), add_bos=False)) > SMALL_CTX
+    notices: list[str] = []
+    limits = calls.RunLimits(notify=notices.append)
+    with calls.run_limits(limits):
+        reply = calls.invoke(
+            model.bind(max_tokens=8),
+            [SystemMessage(rules), HumanMessage("Where are the atlases?")],
+        )
+    assert reply.usage_metadata is not None
+    assert reply.usage_metadata["input_tokens"] <= SMALL_CTX - model.max_tokens
+    (trim,) = limits.trims  # the question is short: only the system turn is cut
+    assert trim["role"] == "system" and trim["chars"] == len(rules)
+    assert calls.MIN_TURN_TOKENS <= trim["tokens"] <= trim["budget"]
+    (notice,) = notices  # the run's observe step
+    assert DID_NOT_FIT in notice
+    assert f"the system turn was cut from {len(rules)} to {trim['kept_chars']} chara" in notice
+
+
+def test_local_model_run_with_a_window_too_small_for_any_prompt_ends_in_error(
+    tmp_path: Path,
+) -> None:
+    """The smallest window the settings accept (256 tokens) leaves no room for the prompt
+    once the reply's tokens are kept free (the model's ``max_tokens``, 512): the run ends as
+    an error that names the context window, not with a prompt the model cannot read."""
+    model = _qwen05_local(256)
+    service = make_service(tmp_path, reasoner=LLMReasoner(model, name=QWEN_05B))
+    with testing.block_model_requests(False):
+        response = service.execute_agentic_search(
+            "What is the punishment for murder?", "test", mode="guided", use_memory=False
+        )
+    assert response.status == RunStatus.ERROR
+    assert "context window" in response.trace["error"]
+    assert response.trace["context_tokens"] == 256
