@@ -281,3 +281,20 @@ def test_an_older_tool_result_is_summarised_to_the_headings_of_its_sections() ->
     assert "shall carry lamps" not in kept
     assert seen[0][4].content == "Answer now from the sections found."  # the last turn whole
     assert limits.trims[0]["summarised"] is True
+
+
+def test_a_tool_loops_question_is_never_cut_to_the_bare_mark() -> None:
+    # issue 28 (and a real llama-server -c 2048 run): ReAct's question, an earlier turn, was
+    # cut to "[truncated: … of 3985 chars]" while the system prompt kept its thousands
+    question = "Which register records each lantern wick of the harbour? " * 20
+    turns = [
+        ("system", "Use the tools. " * 200),
+        ("human", question),
+        ("ai", "calling rag_search"),
+        ("tool", "Found sections. " * 400),
+        ("human", "Answer now."),
+    ]
+    texts = calls.fit_turns(turns, budget=700, count=calls.estimate_tokens)
+    assert "Which register records each lantern wick" in texts[1]
+    assert calls.estimate_tokens(texts[1]) >= calls.MIN_TURN_TOKENS
+    assert sum(calls.estimate_tokens(t) for t in texts) <= 700

@@ -176,6 +176,8 @@ def cut_middle(text: str, keep: int) -> str:
     return text[:head] + mark + (text[len(text) - tail :] if tail > 0 else "")
 
 
+USER_ROLES = frozenset({"human", "user"})
+"""Roles of a user's turn in the ``(role, text)`` pairs :func:`fit_turns` is given."""
 DIGEST_LINE_CHARS = 160
 """A line of a summarised history turn is cut to this many characters."""
 
@@ -208,12 +210,13 @@ def fit_turns(
 ) -> list[str]:
     """The texts of ``turns`` (``(role, text)``) cut until their tokens fit ``budget``.
 
-    Older non-system turns are cut first — summarised (:func:`summary_of`: a tool result's
+    Older non-system turns other than the user's first (a tool loop's question) are cut
+    first — summarised (:func:`summary_of`: a tool result's
     status and the headings of the sections it returned) where that fits, else by
-    :func:`cut_middle` — then the last turn (each to no fewer than :data:`MIN_TURN_TOKENS`
-    tokens), then the older turns again down to the bare mark (they are the run's history),
-    then the system turns; the longest turn of a tier first. Each cut is reported
-    (:func:`report_trim`).
+    :func:`cut_middle` — then the last turn and the question (each to no fewer than
+    :data:`MIN_TURN_TOKENS` tokens), then the older turns again down to the bare mark (they
+    are the run's history), then the system turns; the longest turn of a tier first. Each
+    cut is reported (:func:`report_trim`).
 
     Args:
         turns: the prompt's turns in order.
@@ -233,9 +236,13 @@ def fit_turns(
     original = list(texts)
     last = len(texts) - 1
     roles = [role for role, _ in turns]
-    middle = [i for i in range(len(texts)) if i != last and roles[i] != "system"]
+    # the user's first turn is the question of a tool loop: cut like the last turn, never
+    # down to the bare mark (issue 28: a question cut 805 -> 31 tokens)
+    asked = next((i for i, role in enumerate(roles) if role in USER_ROLES), last)
+    kept = {last, asked}
+    middle = [i for i in range(len(texts)) if i not in kept and roles[i] != "system"]
     system = [i for i in range(len(texts)) if roles[i] == "system"]
-    tiers = [(middle, MIN_TURN_TOKENS), ([last], MIN_TURN_TOKENS), (middle, 0)]
+    tiers = [(middle, MIN_TURN_TOKENS), (sorted(kept), MIN_TURN_TOKENS), (middle, 0)]
     tiers.append((system, MIN_TURN_TOKENS))
     for tier, least in tiers:
         while sum(counts) > budget:
