@@ -757,33 +757,3 @@ def test_a_sub_section_past_the_sentence_cap_is_still_quotable() -> None:
     assert len(sentences(join_parts([rule]))) > SENTENCES_PER_SECTION + 2
     quotes = answering_quotes(question, ["HC_S20"], ctx, OverlapScorer(), threshold=0.5)  # type: ignore[arg-type]
     assert any(q.sentence.startswith("(2) Whoever commits ferrying") for q in quotes)
-
-
-def test_sections_far_less_relevant_than_the_best_are_kept_out_of_the_generators_prompt() -> None:
-    from sleuth.agents.generation import (
-        evidence_section,
-        format_evidence,
-        generation_messages,
-        relevant_evidence,
-    )
-
-    question = "Must a ferry carry two lamps at night?"
-    sections = [
-        chunk("HC_S9", "A ferry must carry two lamps at night when it carries goods."),
-        chunk("HC_S2", "A harbour master keeps a register of licences and fees paid."),
-        chunk("HC_S7", "A ferry at night carries lamps lit in the bow."),
-        chunk("HC_S4", "Docks are painted white each spring by the harbour board."),
-        chunk("HC_S5", "Boats pay a toll to the harbour board once a year."),
-        chunk("HC_S6", "A ferry must carry two lamps at night, one at each end."),
-    ]
-    ctx = ctx_with(*sections)
-    evidence = [evidence_section(c.source_id, ctx) for c in sections]
-    kept = relevant_evidence(question, evidence, ctx, OverlapScorer(), gap=3.0)
-    # the first two always; HC_S7 close to the best; HC_S4/HC_S5 far behind; HC_S6 (rank 6)
-    # must not take a freed place
-    assert [e.source_id for e in kept if e.in_prompt] == ["HC_S9", "HC_S2", "HC_S7"]
-    assert sorted(e.source_id for e in kept) == sorted(c.source_id for c in sections)
-    prompt = format_evidence(kept)
-    assert "HC_S4" not in prompt and "HC_S6" not in prompt and "HC_S7" in prompt
-    assert "HC_S5" not in generation_messages(question, kept)[1].content
-    assert relevant_evidence(question, evidence, ctx, None) == evidence  # no scorer: unchanged

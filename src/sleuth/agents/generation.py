@@ -10,10 +10,9 @@ evidence (:func:`explain_from_evidence`).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -21,7 +20,6 @@ from pydantic import ValidationError
 
 from sleuth.agents.answer import AnswerDraft
 from sleuth.agents.drafting import draft_from_long_text, draft_from_text
-from sleuth.agents.quotes import best_sentences
 from sleuth.agents.reader import (
     OUTPUT_TOKENS,
     POINTS,
@@ -60,9 +58,6 @@ class EvidenceSection:
     text: str
     number: int | None = None
     """The section's evidence number in the run (the model cites it as ``[n]``)."""
-    in_prompt: bool = True
-    """Whether the generator's prompt shows it (:func:`relevant_evidence` keeps a section
-    far less relevant than the best out of the prompt, not out of the run's evidence)."""
 
 
 def evidence_section(source_id: str, ctx: RunContext) -> EvidenceSection:
@@ -84,7 +79,7 @@ def format_evidence(
     """Evidence as prompt text, per section: ``[n] source_id · title`` (``[source_id]
     title`` for a section without a number) then its text cut to ``chars`` characters."""
     blocks = []
-    for e in [e for e in evidence if e.in_prompt][:sections]:
+    for e in evidence[:sections]:
         body = e.text if len(e.text) <= chars else e.text[: chars - 1].rstrip() + "…"
         blocks.append(evidence_block(e.number, e.source_id, e.title, body))
     return "\n\n".join(blocks) or "(no evidence retrieved)"
@@ -162,53 +157,8 @@ def focused_evidence(
             parts.append(said[i])
         if max(keep) < len(said) - 1 or len(said) < len(sentences(e.text)):
             parts.append("…")
-        out.append(EvidenceSection(e.source_id, e.title, " ".join(parts), e.number, e.in_prompt))
+        out.append(EvidenceSection(e.source_id, e.title, " ".join(parts), e.number))
     return out
-
-
-EVIDENCE_GAP = 5.0
-"""Cross-encoder logits by which a section's best sentence may trail the best section's
-and still be shown to the generator (ms-marco logits: 0 is an even call). Read off the
-judged statute set's ``dev`` split only (31 questions with their gold section among the
-five a guided run hands the generator): a gold section trailed the best by at most 4.3;
-sections further behind held 23 % of the evidence characters (~300 prompt tokens, ~2.7 s of
-the local 1.5B model's prompt evaluation on 2 cores), and never a gold one."""
-MIN_EVIDENCE_SECTIONS = 2
-"""Sections the generator is shown whatever their scores (the best ranked first)."""
-
-
-def relevant_evidence(
-    question: str,
-    evidence: Sequence[EvidenceSection],
-    ctx: RunContext,
-    scorer: Any,
-    gap: float = EVIDENCE_GAP,
-) -> list[EvidenceSection]:
-    """``evidence`` with the generator's sections (the first :data:`GENERATION_SECTIONS`)
-    that trail the best one by more than ``gap`` in the cross-encoder's relevance of their
-    best sentence (:func:`~sleuth.agents.quotes.best_sentences`: the pairs the answer's
-    quotes are chosen from, so the run scores them once) kept out of the prompt
-    (``in_prompt=False``, still evidence for explanations, quotes and citations), as are
-    the sections after them, which would otherwise take the freed places; the first
-    :data:`MIN_EVIDENCE_SECTIONS` always shown. Unchanged without a ``scorer``."""
-    head = list(evidence[:GENERATION_SECTIONS])
-    if scorer is None or len(head) <= MIN_EVIDENCE_SECTIONS:
-        return list(evidence)
-    best: dict[str, float] = {}
-    for quote in best_sentences(question, [e.source_id for e in head], ctx, scorer):
-        best.setdefault(quote.source_id, quote.logit)  # best first: each section's best
-    if not best:
-        return list(evidence)
-    top = max(best.values())
-    shown = [
-        i < MIN_EVIDENCE_SECTIONS or best.get(e.source_id, -math.inf) >= top - gap
-        for i, e in enumerate(head)
-    ]
-    if all(shown):
-        return list(evidence)
-    hidden = [replace(e, in_prompt=False) for e, keep in zip(head, shown, strict=True) if not keep]
-    tail = [replace(e, in_prompt=False) for e in evidence[GENERATION_SECTIONS:]]
-    return [*(e for e, keep in zip(head, shown, strict=True) if keep), *hidden, *tail]
 
 
 def generation_messages(

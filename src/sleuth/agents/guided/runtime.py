@@ -78,7 +78,6 @@ from sleuth.agents.generation import (
     generate_draft,
     generation_messages,
     read_answer_reply,
-    relevant_evidence,
 )
 from sleuth.agents.guided.agents import (
     approx_tokens,
@@ -1073,23 +1072,10 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
     elif (chained := _chained(rt, state)) is not None:
         draft = chained
     else:
-        found = relevant_evidence(
-            state.question,
-            state.evidence or _generation_evidence(rt, state),
-            rt.ctx,
-            rt.ctx.scorer,
-        )
-        shown = [e for e in found if e.in_prompt][:GENERATION_SECTIONS]
-        left_out = [e.source_id for e in found[:GENERATION_SECTIONS] if not e.in_prompt]
-        if left_out:
-            rt.think(
-                f"Evidence: {', '.join(left_out)} left out of the generator's prompt (far less "
-                "relevant to the question than the best section).",
-                agent="generator",
-            )
+        found = state.evidence or _generation_evidence(rt, state)
         evidence = [
-            *focused_evidence(state.question, shown, rt.ctx.scorer),
-            *found[len(shown) :],
+            *focused_evidence(state.question, found[:GENERATION_SECTIONS], rt.ctx.scorer),
+            *found[GENERATION_SECTIONS:],
         ]
         notes = []
         if len(state.targets) > 1:
@@ -1121,7 +1107,7 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         rt.record("generator", result)
         draft = result.value
         rt.think(
-            f"Generation: answer drafted from {len(shown)} sections"
+            f"Generation: answer drafted from {len(evidence)} sections"
             + (" (fallback: extractive)" if not result.from_model else "")
             + ".",
             "generator",
