@@ -67,15 +67,7 @@ def main() -> None:
         Sleuth(base).pipeline.ingest(statute_paths(ACTS_3), "statutes")
         for fault, behaviour in faults.items():
             with FaultServer([behaviour]) as server:
-                settings = base.model_copy(
-                    update={
-                        "llm": "openai:fault",
-                        "llm_base_url": server.url,
-                        "llm_api_key": "none",
-                        "memory": False,
-                    }
-                )
-                app = Sleuth(settings)
+                app = Sleuth(against(base, server))
                 for mode in ("guided", "react"):
                     over: list[float] = []
                     statuses: list[str] = []
@@ -103,6 +95,12 @@ def main() -> None:
     print(f"\nload average at the end: {load_average()}")
 
 
+def against(base: Any, server: Any, **extra: Any) -> Any:
+    """``base`` settings pointed at the fault ``server`` (memory off), with ``extra``."""
+    update = {"llm": "openai:fault", "llm_base_url": server.url, "llm_api_key": "none"}
+    return base.model_copy(update={**update, "memory": False, **extra})
+
+
 def mcp_hang(base: Any, runs: int, deadline: float) -> tuple[list[float], list[str]]:
     """Seconds past ``deadline`` and statuses of ReAct runs whose model calls a hung MCP
     tool (the server's own ``timeout_s``: 60 s)."""
@@ -123,16 +121,7 @@ def mcp_hang(base: Any, runs: int, deadline: float) -> tuple[list[float], list[s
     statuses: list[str] = []
     for i in range(runs):
         with FaultServer(script) as server:
-            settings = base.model_copy(
-                update={
-                    "llm": "openai:fault",
-                    "llm_base_url": server.url,
-                    "llm_api_key": "none",
-                    "memory": False,
-                    "mcp_servers": json.dumps([{**spec, "timeout_s": 60}]),
-                }
-            )
-            app = Sleuth(settings)
+            app = Sleuth(against(base, server, mcp_servers=json.dumps([{**spec, "timeout_s": 60}])))
             app.agent.mcp  # noqa: B018 - discovery (the server's start) is not the run's time
             started = time.monotonic()
             response = app.agent.execute_agentic_search(
