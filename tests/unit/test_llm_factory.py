@@ -430,3 +430,10 @@ def test_a_chat_template_that_opens_the_reasoning_block_is_recognised() -> None:
     assert not factory.opens_reasoning(qwen3_off)
     assert not factory.opens_reasoning(history_only)
     assert not factory.opens_reasoning("")
+
+
+def test_a_template_that_writes_think_as_plain_text_opens_the_reasoning_block() -> None:
+    # a fresh user's template: "<think>" outside any string literal went unseen
+    plain = "{% for m in messages %}{{m.content}}{% endfor %}{% if add_generation_prompt %}"
+    plain += "<|im_start|>assistant\n<think>\n{% endif %}"
+    assert factory.opens_reasoning(plain)

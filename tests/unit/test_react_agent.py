@@ -471,6 +471,7 @@ def test_replies_of_unclosed_reasoning_end_in_an_error_that_says_why(tmp_path) -
     assert result.status == RunStatus.ERROR
     error = result.trace["error"]
     assert error is not None and "only reasoning" in error
+    assert "Please fix your mistakes" not in error  # the instruction is the model's, not the user's
     observed = [s.content for s in result.reasoning_steps if s.step_type == AgentStepType.OBSERVE]
     assert any("never closed" in str(o) for o in observed)
     assert "final_answer" not in result.answer.answer_text

@@ -46,6 +46,7 @@ from sleuth.agents.planning import MAX_REPLANS, PlanningAgent, contradiction
 from sleuth.agents.reasoner import Decision, Reasoner
 from sleuth.agents.reflection import CRITIQUE_NOTE, MAX_REVISIONS, critique_draft
 from sleuth.agents.state import AgentState, AgentStep, AgentStepType, RunStatus, ToolCallRequest
+from sleuth.agents.structured import FIX_HINT
 from sleuth.agents.support import SupportChecker
 from sleuth.errors import ConfigError, ModelDeadlineExceeded, ToolError
 from sleuth.llm import calls
@@ -265,9 +266,9 @@ def think(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         update["parse_failures"] = failures
         if failures > MAX_OUTPUT_RETRIES:
             update["stop_status"] = RunStatus.ERROR
-            rt.error = f"the model's last {failures} replies could not be used: " + " ".join(
-                decision.errors
-            )
+            # what the model was told, without the instruction meant for it
+            said = " ".join(e.replace(FIX_HINT, "").strip() for e in decision.errors)
+            rt.error = f"the model's last {failures} replies could not be used: {said}"
     else:
         fresh = [c for c in decision.tool_calls if _signature(c) not in rt.seen_calls]
         if decision.tool_calls and not fresh:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -337,23 +336,17 @@ class ServerFacts:
     reasoning_first: bool = False
 
 
-_LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"", re.S)
-
-
 def opens_reasoning(chat_template: str) -> bool:
-    """Whether a Jinja chat template's generation prompt (the part after its last
-    ``add_generation_prompt`` test) writes an opening ``<think>`` that the same string does
-    not close — DeepSeek-R1's and QwQ's templates do; Qwen3's ``<think>\\n\\n</think>``
-    (thinking turned off) does not."""
+    """Whether a Jinja chat template's generation prompt (what follows its last
+    ``add_generation_prompt`` test) writes an opening ``<think>`` it does not close —
+    DeepSeek-R1's and QwQ's templates do (in a string literal or as plain template text);
+    Qwen3's ``<think>\\n\\n</think>`` (thinking turned off) does not."""
     at = (chat_template or "").rfind("add_generation_prompt")
     if at < 0:
         return False
-    for match in _LITERAL.finditer(chat_template[at:]):
-        literal = match.group(1) if match.group(1) is not None else match.group(2)
-        at = literal.rfind("<think>")
-        if at >= 0 and "</think>" not in literal[at:]:
-            return True
-    return False
+    tail = chat_template[at:]
+    opened = tail.rfind("<think>")
+    return opened >= 0 and "</think>" not in tail[opened:]
 
 
 def server_facts(settings: Settings, timeout_s: float = 2.0) -> ServerFacts:
