@@ -547,14 +547,14 @@ def _streamed(runnable: Any, messages: Any, kwargs: dict[str, Any], limits: RunL
         if not text:
             continue
         shown, restart = visible.feed(text)
-        if restart:
+        if restart:  # what was shown was reasoning: a new stream replaces it, even if empty
             limits.reasoning_first = True
             limits.streams += 1
             stream = limits.streams
-            if limits.answer_delta is not None:  # the new stream replaces what was shown
+            if limits.answer_delta is not None:
                 limits.answer_delta(shown, stream)
-                continue
-        show(shown)
+        else:
+            show(shown)
     if reply is None:
         raise IncompleteStream("the model's stream ended without a reply")
     metadata = getattr(reply, "response_metadata", None) or {}

@@ -179,7 +179,6 @@ class VisibleStream:
         """The reasoning tag being read ('' for an untagged start), None outside."""
         self._doubt = ""
         """Text held as untagged reasoning, shown at the end if no closing tag comes."""
-        self.closed_unopened = False
 
     def feed(self, piece: str) -> tuple[str, bool]:
         """``(text to show now, restart)`` for the next piece; ``restart``: what was shown
@@ -197,7 +196,7 @@ class VisibleStream:
                 continue
             if closing:
                 shown.clear()
-                restart = self.closed_unopened = True
+                restart = True
                 continue
             shown.append(before)
             self._inside = name.lower()
@@ -215,9 +214,7 @@ class VisibleStream:
     def end(self) -> str:
         """The text still held that is not reasoning (an untagged start that never closed;
         a tail that turned out not to be a tag)."""
-        tail = self._doubt + self._held if self._inside == "" else ""
-        if self._inside is None:
-            tail = self._held
+        tail = {None: self._held, "": self._doubt + self._held}.get(self._inside, "")
         self._held = self._doubt = ""
         return tail
 
@@ -311,6 +308,14 @@ def _ends_in_string(text: str, start: int) -> bool:
     return end is None and in_string
 
 
+def _cut_message(name: str | None, shown: str) -> str:
+    """What the model is told of a call whose arguments were cut off inside a value."""
+    return (
+        f"Error: the arguments of {name!r} were cut off inside a value ({shown}); "
+        "send the complete call again."
+    )
+
+
 def _cut_inside_string(text: str) -> bool:
     """Whether ``text`` is a JSON object that is not valid and ends inside a string (a call
     whose arguments the reply's token budget cut off mid-value)."""
@@ -321,7 +326,7 @@ def _cut_inside_string(text: str) -> bool:
         json.loads(text)
         return False
     except ValueError:
-        return _scan_object(text, start)[1]
+        return _ends_in_string(text, start)
 
 
 def _loads(text: str) -> Any:
@@ -456,19 +461,12 @@ class ToolCallNormalizer:
         raw_name, raw_args, looks = _call_parts(value)
         if not looks:
             return False
-        call_id = value.get("id") if isinstance(value, dict) else None
+        call_id = value.get("id")
         if cut:
             name = str(raw_name or "").strip() or None
             shown = json.dumps(raw_args, ensure_ascii=False, default=str)[:200]
-            reply.errors.append(
-                CallError(
-                    name,
-                    str(call_id) if call_id else _new_id(),
-                    f"Error: the arguments of {name!r} were cut off inside a value "
-                    f"({shown}); send the complete call again.",
-                    shown,
-                )
-            )
+            message = _cut_message(name, shown)
+            reply.errors.append(CallError(name, str(call_id or _new_id()), message, shown))
             return True
         self._add(reply, raw_name, raw_args, call_id)
         return True
@@ -515,10 +513,7 @@ class ToolCallNormalizer:
                 break
             if _cut_inside_string(value):
                 # '{"source_id": "BNS_S1' would run as BNS_S1, maybe not the section meant
-                return None, (
-                    f"Error: the arguments of {name!r} were cut off inside a value "
-                    f"({value[:200]!r}); send the complete call again."
-                )
+                return None, _cut_message(name, repr(value[:200]))
             decoded = _loads(value)
             if decoded is None or decoded == value:
                 break
