@@ -707,19 +707,22 @@ class MCPToolbox:
         limit = state.spec.connect_timeout_s + timeout + 5
         run = calls.current()
         left = run.remaining() if run is not None else None
-        run_cut = left is not None and left < limit
-        if run_cut:  # the run's deadline comes first: the call gets the time left
-            timeout, limit = max(min(timeout, left or 0.0), 0.0), max(left or 0.0, 0.0) + 0.25
+        # the run's deadline may come first: the call then gets only the time left, and a
+        # wait it ends says so (the server is not marked down for the run's time)
+        waits_on_run = left is not None and left < timeout
+        ends_on_run = left is not None and max(left, 0.0) + 0.25 < limit
+        if left is not None:
+            timeout, limit = min(timeout, max(left, 0.0)), min(limit, max(left, 0.0) + 0.25)
         try:
-            if run_cut and timeout <= 0:
+            if waits_on_run and timeout <= 0:
                 raise TimeoutError
             outcome = self._submit(
-                self._guarded_call(state, tool, arguments, timeout, run_cut), limit
+                self._guarded_call(state, tool, arguments, timeout, waits_on_run), limit
             )
         except TimeoutError:
             outcome = (
                 _Unavailable(RUN_DEADLINE, already_down=True)
-                if run_cut
+                if ends_on_run
                 else _Unavailable(f"timed out after {_seconds(state.spec.timeout_s)}")
             )
         if isinstance(outcome, _Failed):
