@@ -51,6 +51,8 @@ def regex_literals(tree: ast.AST) -> int:
 
 
 def _collection_strings(node: ast.AST) -> int:
+    if isinstance(node, ast.BinOp):  # frozenset(LIB) | frozenset([...]): both sides
+        return _collection_strings(node.left) + _collection_strings(node.right)
     if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("frozenset", "set"):
         return sum(_collection_strings(arg) for arg in node.args)
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):

@@ -35,22 +35,22 @@ from tests.unit.test_guided import run_guided, searches, thoughts
     [
         (
             "Who is the spouse of the director of Glass Harbor?",
-            "Who is the director of Glass Harbor?",
+            "What is the name of the director of Glass Harbor?",
             "Who is the spouse of X?",
         ),
         (
             "What river flows through the city where Amara Quell was born?",
-            "What is the city where Amara Quell was born?",
+            "What is the name of the city where Amara Quell was born?",
             "What river flows through X?",
         ),
         (
             "What kind of plane flew over Tovin Rask's birthplace?",
-            "What is Tovin Rask's birthplace?",
+            "What is the name of Tovin Rask's birthplace?",
             "What kind of plane flew over X?",
         ),
         (  # the possessive is the inner description, not "the spouse of Lark Emory"
             "Who is the spouse of Lark Emory's main producer?",
-            "Who is Lark Emory's main producer?",
+            "What is the name of Lark Emory's main producer?",
             "Who is the spouse of X?",
         ),
         (  # a clause whose name comes late runs to the end of the question
@@ -60,7 +60,7 @@ from tests.unit.test_guided import run_guided, searches, thoughts
         ),
         (  # the innermost of two: the author, then the birthplace
             "Which lake is near the birthplace of the author of Salt Lanterns?",
-            "Who is the author of Salt Lanterns?",
+            "What is the name of the author of Salt Lanterns?",
             "Which lake is near the birthplace of X?",
         ),
         (  # an attribute inside ("the salt protests of 1930") does not hide the description
@@ -70,7 +70,7 @@ from tests.unit.test_guided import run_guided, searches, thoughts
         ),
         (  # a description opening the question keeps the sub-question lower-case
             "The state where Odo Brannick died has how many counties?",
-            "What is the state where Odo Brannick died?",
+            "What is the name of the state where Odo Brannick died?",
             "X has how many counties?",
         ),
     ],
@@ -104,8 +104,11 @@ def test_questions_that_describe_nothing_are_not_split(question: str) -> None:
 
 def test_a_long_hop_answer_fills_the_slot_with_the_new_name_it_gives() -> None:
     long = "Salt Lanterns is a novel by the Brevanian writer Ilse Marrow."
-    assert slot_value(long, "Who is the author of Salt Lanterns?") == "Ilse Marrow"
-    assert slot_value("Ilse Marrow.", "Who is the author of Salt Lanterns?") == "Ilse Marrow"
+    assert slot_value(long, "What is the name of the author of Salt Lanterns?") == "Ilse Marrow"
+    assert (
+        slot_value("Ilse Marrow.", "What is the name of the author of Salt Lanterns?")
+        == "Ilse Marrow"
+    )
 
 
 def _answered(question: str, answer: str | None, source_id: str) -> Hop:
@@ -118,8 +121,8 @@ def _answered(question: str, answer: str | None, source_id: str) -> Hop:
 
 def test_each_answer_builds_the_next_query_until_the_filled_question_is_answered() -> None:
     answers = {
-        "Who is the author of Salt Lanterns?": ("Ilse Marrow", "Salt_Lanterns"),
-        "What is the birthplace of Ilse Marrow?": ("Kettering Vale", "Ilse_Marrow"),
+        "What is the name of the author of Salt Lanterns?": ("Ilse Marrow", "Salt_Lanterns"),
+        "What is the name of the birthplace of Ilse Marrow?": ("Kettering Vale", "Ilse_Marrow"),
         "Which lake is near Kettering Vale?": ("Lake Ossun", "Kettering_Vale"),
     }
     asked: list[str] = []
@@ -142,7 +145,7 @@ def test_a_hop_without_an_answer_ends_the_chain_and_gives_no_draft() -> None:
         return _answered(question, None, "Nowhere")
 
     hops = answer_in_hops("Who is the spouse of the director of Glass Harbor?", read)
-    assert [h.question for h in hops] == ["Who is the director of Glass Harbor?"]
+    assert [h.question for h in hops] == ["What is the name of the director of Glass Harbor?"]
     assert chained_draft(hops) is None
     assert answer_in_hops("What is the punishment for murder?", read) == []
 
@@ -187,7 +190,7 @@ def _reader(messages: list[BaseMessage]) -> AIMessage:
     question = prompt.rsplit("Question:", 1)[1].strip()
     numbers = dict(re.findall(r"^\[(\d+)\] (\w+) ·", prompt, re.M)[::-1])
     number = {sid: n for n, sid in numbers.items()}
-    if question == "Who is the director of Glass Harbor?" and "Glass_Harbor" in number:
+    if question == "What is the name of the director of Glass Harbor?" and "Glass_Harbor" in number:
         return AIMessage(
             content=f"Facts: Glass Harbor was directed by Orrin Vale [{number['Glass_Harbor']}]"
             "\nAnswer: Orrin Vale"
@@ -210,18 +213,18 @@ def test_guided_answers_a_compositional_question_hop_by_hop(tmp_path) -> None:
     assert answer is not None and answer.short_answer == "Delia Marsh"
     assert {c.source_id for c in answer.citations} == {"Glass_Harbor", "Orrin_Vale"}
     assert searches(result)[-2:] == [
-        "Who is the director of Glass Harbor?",
+        "What is the name of the director of Glass Harbor?",
         "Who is the spouse of Orrin Vale?",
     ]
     chain = result.trace["agentic"]["chain"]
     assert [(h["question"], h["answer"]) for h in chain] == [
-        ("Who is the director of Glass Harbor?", "Orrin Vale"),
+        ("What is the name of the director of Glass Harbor?", "Orrin Vale"),
         ("Who is the spouse of Orrin Vale?", "Delia Marsh"),
     ]
     assert "Orrin_Vale" in chain[1]["source_ids"]
     hops = [t for t in thoughts(events) if t.startswith("Hop:")]
     assert hops == [
-        "Hop: 'Who is the director of Glass Harbor?' → 'Orrin Vale'.",
+        "Hop: 'What is the name of the director of Glass Harbor?' → 'Orrin Vale'.",
         "Hop: 'Who is the spouse of Orrin Vale?' → 'Delia Marsh'.",
     ]
 
@@ -231,7 +234,7 @@ def test_guided_answers_the_whole_question_when_a_hop_finds_nothing(tmp_path) ->
 
     def reader(messages: list[BaseMessage]) -> Any:
         question = str(messages[-1].content).rsplit("Question:", 1)[-1].strip()
-        if question == "Who is the director of Glass Harbor?":
+        if question == "What is the name of the director of Glass Harbor?":
             return AIMessage(content="Facts: nothing\nAnswer: Insufficient context")
         return _reader(messages)
 
@@ -266,13 +269,15 @@ def test_react_answers_a_compositional_question_hop_by_hop(tmp_path) -> None:
         if c["tool"] == "rag_search" and c["arguments"].get("top_k") == HOP_SECTIONS
     ]
     assert hop_searches == [
-        "Who is the director of Glass Harbor?",
+        "What is the name of the director of Glass Harbor?",
         "Who is the spouse of Orrin Vale?",
     ]
     assert response.answer.short_answer == "Delia Marsh"
     assert {c.source_id for c in response.answer.citations} == {"Glass_Harbor", "Orrin_Vale"}
     said = [s.content for s in response.reasoning_steps if s.step_type == "think"]
-    assert any("'Who is the director of Glass Harbor?' → 'Orrin Vale'" in t for t in said)
+    assert any(
+        "'What is the name of the director of Glass Harbor?' → 'Orrin Vale'" in t for t in said
+    )
 
 
 def test_react_synthesises_the_whole_answer_when_a_hop_finds_nothing(tmp_path) -> None:
@@ -282,7 +287,9 @@ def test_react_synthesises_the_whole_answer_when_a_hop_finds_nothing(tmp_path) -
     def loop_or_reader(messages: list[BaseMessage]) -> AIMessage:
         prompt = str(messages[-1].content)
         if "numbered evidence" in str(messages[0].content):
-            if prompt.rstrip().endswith("Question: Who is the director of Glass Harbor?"):
+            if prompt.rstrip().endswith(
+                "Question: What is the name of the director of Glass Harbor?"
+            ):
                 return AIMessage(content="Facts: nothing\nAnswer: Insufficient context")
             return _reader(messages)
         if not any(isinstance(m, AIMessage) for m in messages):

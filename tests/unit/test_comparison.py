@@ -77,12 +77,17 @@ def test_same_compares_the_name_before_or_after_the_noun() -> None:
     assert same is not None and same.verdict == "yes"
 
 
-def test_same_band_reads_the_group_a_section_names() -> None:
+def test_same_reads_only_the_noun_the_question_uses() -> None:
+    # Tam Okafor's section names his band; Lio Marsh's says "group", not "band": no synonym
+    # list decides that a group is a band, so no verdict is read
     check = check_yes_no(
         "Are Lio Marsh and Tam Okafor members of the same band?", _ctx("Lio_Marsh", "Tam_Okafor")
     )
-    assert check is not None and check.verdict == "no"
-    assert "brightwater" in check.reason and "copperline" in check.reason
+    assert check is None
+    check = check_yes_no(
+        "Are Lio Marsh and Tam Okafor members of the same group?", _ctx("Lio_Marsh", "Tam_Okafor")
+    )
+    assert check is None  # nor that a band is a group
 
 
 def test_no_verdict_without_two_named_entities_or_plain_evidence() -> None:

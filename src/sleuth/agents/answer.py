@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, Field, PrivateAttr
 
 
@@ -82,6 +84,10 @@ class AnswerDraft(BaseModel):
         self._extractive = True
         return self
 
+
+MARKERS = re.compile(r"\s*\[[^\]\n]{1,200}\]")
+"""A bracketed citation marker ("[BNS_S103]", "[2]", "[1, 3]") with the blanks before it:
+``MARKERS.sub("", text)`` is the text without its markers."""
 
 MAX_ANSWER_CHARS = 8000
 """Characters an answer's text may hold (a long-form answer with its quoted rules is

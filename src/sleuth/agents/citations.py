@@ -39,6 +39,8 @@ from sleuth.tools.base import RunContext
 _MARKER = re.compile(
     r"\[(?:sources?:\s*)?([A-Za-z0-9_.#:-]+(?:\s*[,;]\s*[A-Za-z0-9_.#:-]+)*)\]", re.I
 )
+_ID_SEPARATOR = re.compile(r"\s*[,;]\s*")
+"""Between the ids of one marker ("[BNS_S103, BNS_S105]")."""
 _TOOL_PREFIX = re.compile(r"^\s*functions\.\w+\s*:?\s*$", re.M)
 _RAW_REACT = re.compile(
     r"^\s*(thought|action|action input|observation|final answer)\s*:\s*", re.I | re.M
@@ -128,7 +130,7 @@ def cited_ids(text: str) -> list[str]:
     """Source ids named by citation markers in ``text``, in order of first appearance."""
     found: list[str] = []
     for match in _MARKER.finditer(text):
-        for sid in re.split(r"\s*[,;]\s*", match.group(1)):
+        for sid in _ID_SEPARATOR.split(match.group(1)):
             sid = sid.split("#", 1)[0]
             if sid and sid not in found:
                 found.append(sid)
@@ -213,7 +215,7 @@ def _resolve_markers(text: str, resolver: _Resolver) -> str:
     """Markers rewritten to retrieved source_ids; markers naming nothing retrieved dropped."""
 
     def fix(match: re.Match[str]) -> str:
-        ids = [resolver.resolve(raw)[0] for raw in re.split(r"\s*[,;]\s*", match.group(1))]
+        ids = [resolver.resolve(raw)[0] for raw in _ID_SEPARATOR.split(match.group(1))]
         kept = list(dict.fromkeys(sid for sid in ids if sid))
         return f"[{', '.join(kept)}]" if kept else ""
 
@@ -289,7 +291,7 @@ class _SentenceChecker:
 
         def fix(match: re.Match[str]) -> str:
             ids = []
-            for raw in re.split(r"\s*[,;]\s*", match.group(1)):
+            for raw in _ID_SEPARATOR.split(match.group(1)):
                 sid, reason = self.resolver.resolve(raw)
                 if sid is None:
                     self.remove(raw, reason)

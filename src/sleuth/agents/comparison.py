@@ -84,26 +84,22 @@ def named_entities(question: str, ctx: RunContext) -> list[Entity]:
     return [entity for _, entity in sorted(found, key=lambda f: f[0])]
 
 
-EQUIVALENT_NOUNS = {"band": ("group",), "group": ("band",), "nation": ("country",)}
-"""Nouns a "same …" question and a section use for one another ("the same band" / "the
-girl group Apink")."""
 _NAME = r"((?:[A-Z][\w'-]*\s?){1,3})"
 
 
 def _value_of(noun: str, text: str) -> str | None:
-    """The name ``text`` gives for its ``noun`` (or an equivalent one), casefolded: after
+    """The name ``text`` gives for its ``noun``, casefolded: after
     "the ``noun`` of" ("the State of Louisiana"), else right after it ("the group Apink"),
     else right before it ("Jiangsu province"); None when the text has none of these."""
-    for word in (noun, *EQUIVALENT_NOUNS.get(noun.casefold(), ())):
-        said = f"(?i:{re.escape(word)})"
-        for pattern in (
-            rf"\b{said}\s+(?i:of)\s+{_NAME}",
-            rf"\b{said}\s+{_NAME}",
-            rf"((?:[A-Z][\w'-]*\s+){{1,3}}){said}\b",
-        ):
-            found = re.search(pattern, text)
-            if found:
-                return " ".join(found.group(1).split()).casefold()
+    said = f"(?i:{re.escape(noun)})"
+    for pattern in (
+        rf"\b{said}\s+(?i:of)\s+{_NAME}",
+        rf"\b{said}\s+{_NAME}",
+        rf"((?:[A-Z][\w'-]*\s+){{1,3}}){said}\b",
+    ):
+        found = re.search(pattern, text)
+        if found:
+            return " ".join(found.group(1).split()).casefold()
     return None
 
 

@@ -7,7 +7,7 @@ import re
 import json_repair
 from pydantic import ValidationError
 
-from sleuth.agents.answer import AnswerDraft
+from sleuth.agents.answer import MARKERS, AnswerDraft
 from sleuth.agents.citations import cited_ids, clean_answer_text
 from sleuth.agents.reader import complete_sentences
 
@@ -78,7 +78,7 @@ def _labelled(text: str) -> AnswerDraft | None:
     explanation = _trail("\n".join(_EXPLANATION.sub("", line, count=1) for line in rest)).strip()
     if not short and rest:  # "Answer:" alone on its line, the answer below it
         short, explanation = _EXPLANATION.sub("", rest[0]).strip(), "\n".join(rest[1:]).strip()
-    plain_short = re.sub(r"\s*\[[^\]]*\]", "", short).strip().rstrip(".")
+    plain_short = MARKERS.sub("", short).strip().rstrip(".")
     declined = bool(_INSUFFICIENT.search(plain_short)) or plain_short.lower() in (
         "unknown",
         "none",
@@ -137,7 +137,6 @@ between titles are the evidence layout's own, never an answer's."""
 
 
 _NOT_EMPTY = re.compile(r"[^\W_]{2,}")
-_MARKER_TEXT = re.compile(r"\[[^\]\n]{1,200}\]")
 
 
 MARKERS_ONLY_DECLINE = "Insufficient context: the sections read do not answer the question."
@@ -147,7 +146,7 @@ MARKERS_ONLY_DECLINE = "Insufficient context: the sections read do not answer th
 def _says_more_than_decline(text: str) -> bool:
     """Whether ``text`` says anything beyond an "insufficient context" phrase and evidence
     markers ("Insufficient context: [1], [2]" does not)."""
-    return bool(_NOT_EMPTY.search(_MARKER_TEXT.sub("", _INSUFFICIENT.sub("", text))))
+    return bool(_NOT_EMPTY.search(MARKERS.sub("", _INSUFFICIENT.sub("", text))))
 
 
 def bare_text(text: str) -> str:
@@ -155,7 +154,7 @@ def bare_text(text: str) -> str:
     citation markers, a ``Facts: [1], [2]`` line (evidence numbers, no claim), an
     ``Answer:`` label or punctuation."""
     lines = [_ANSWER_LABEL.sub("", line) for line in text.splitlines()]
-    said = _MARKER_TEXT.sub(" ", "\n".join(x for x in lines if not _FACTS_LINE.match(x)))
+    said = MARKERS.sub(" ", "\n".join(x for x in lines if not _FACTS_LINE.match(x)))
     return " ".join("".join(c if c.isalnum() else " " for c in said.lower()).split())
 
 
@@ -193,7 +192,7 @@ def _read_draft(text: str) -> AnswerDraft | None:
         return labelled
     prose = _ANSWER_LABEL.sub("", clean_answer_text(stripped)).strip()
     prose = "\n".join(_INLINE_ECHO.sub("", line) for line in prose.splitlines()).strip()
-    said = [_FACTS_LINE.sub(r"\1", _MARKER_TEXT.sub("", line)) for line in prose.splitlines()]
+    said = [_FACTS_LINE.sub(r"\1", MARKERS.sub("", line)) for line in prose.splitlines()]
     if not any(_NOT_EMPTY.search(line) for line in said):
         return None  # only labels, markers and copied headers: nothing was answered
     if not prose:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
+from sleuth.agents.answer import MARKERS, AnswerDraft, GeneratedAnswer
 from sleuth.agents.citations import (
     CitationReport,
     RemovedCitation,
@@ -60,7 +60,6 @@ REPAIR_PROMPT = (
 AnswerSource = Literal["model", "repaired", "replaced", "extractive"]
 Repair = Callable[[str, AnswerDraft], AnswerDraft | None]
 """Asks the model once more: ``(what was wrong, the draft) -> a new draft or None``."""
-_MARKERS = re.compile(r"\s*\[[^\]\n]{1,200}\]")
 _FIRST_SENTENCE = re.compile(
     r"\s*(.+?(?:(?<!\b[A-Z])[.!](?:\s*\[[^\]\n]{1,200}\])*(?=\s)|\n|$))", re.S
 )  # an initial ("E. B. White") ends no sentence
@@ -179,7 +178,7 @@ def split_short_answer(draft: AnswerDraft) -> tuple[str | None, AnswerDraft]:
         body = text if reason.lower() in text.lower() else f"{reason}. {text}".strip()
         return verdict.group(1).capitalize(), draft.model_copy(update={"answer_text": body})
     if short:
-        plain = _MARKERS.sub("", text)
+        plain = MARKERS.sub("", text)
         if plain.lower().startswith(short.lower()) and "[" not in text[: len(short) + 1]:
             after = text[len(short) :]
             if not after.strip() or after.lstrip(" ")[:1] in tuple(".,:;-\n"):
@@ -197,7 +196,7 @@ def split_short_answer(draft: AnswerDraft) -> tuple[str | None, AnswerDraft]:
     if match is None:
         return None, draft
     opening, rest = match.group(1), text[match.end() :].strip()
-    first = _MARKERS.sub("", opening).strip().rstrip(".!").strip()
+    first = MARKERS.sub("", opening).strip().rstrip(".!").strip()
     if not rest or not first or first.endswith("?") or len(first.split()) > SHORT_ANSWER_WORDS:
         return None, draft
     if "[" in opening:
@@ -595,7 +594,7 @@ def finish_answer(
                 answer.ungrounded_sentences.insert(0, short)
         if short:
             answer.short_answer = short
-            if not _MARKERS.sub("", answer.answer_text).lower().startswith(short.lower()):
+            if not MARKERS.sub("", answer.answer_text).lower().startswith(short.lower()):
                 answer.answer_text = f"{short}. {answer.answer_text}".strip()
     if (
         require_citations
@@ -664,7 +663,7 @@ def _without_ungrounded(answer: GeneratedAnswer, report: CitationReport) -> Gene
             continue
         text = (text[:at] + text[at + len(claim) :]).strip()
         report.dropped_sentences.append(claim)
-    if not _MARKERS.sub("", text).strip(" .\n-"):
+    if not MARKERS.sub("", text).strip(" .\n-"):
         return None
     text = re.sub(r"[ \t]{2,}", " ", re.sub(r"\n\s*-?\s*\n", "\n", text)).strip()
     return answer.model_copy(update={"answer_text": text, "ungrounded_sentences": left})
@@ -822,7 +821,7 @@ def _rule_checked(
     why = f"'{rule.sentence[:160]}' [{rule.source_id}], relevance {rule.score:.2f}" + (
         f", read in its clause '{rule.clause[:120]}'" if rule.clause != rule.sentence else ""
     )
-    states_rule = rule.sentence[:60] in _MARKERS.sub("", answer.answer_text)
+    states_rule = rule.sentence[:60] in MARKERS.sub("", answer.answer_text)
     if said == rule.verdict and states_rule:
         return answer, short, f"confirmed {rule.verdict}: {why}"
     if said is None or said == rule.verdict:
@@ -858,7 +857,7 @@ def _rule_checked(
 
 def stated_verdict(text: str) -> str | None:
     """``"yes"`` or ``"no"`` when ``text`` opens with one, else ``None``."""
-    match = _YES_NO.match(_MARKERS.sub("", text).strip())
+    match = _YES_NO.match(MARKERS.sub("", text).strip())
     return match.group(1).lower() if match else None
 
 

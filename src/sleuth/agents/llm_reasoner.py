@@ -146,7 +146,7 @@ class LLMReasoner:
         self, question: str, ctx: RunContext, fallback: Callable[[], AnswerDraft]
     ) -> AnswerDraft:
         """The final answer, written by the model from the run's best evidence (runs that
-        read only the knowledge base; see :data:`KNOWLEDGE_BASE_TOOLS`).
+        read only the knowledge base; sleuth's own tools, not an MCP server's).
 
         The loop's history is long (every observation) and a small model answers from it
         poorly; once it decides to answer (or to decline), the sections it found are ranked
@@ -496,20 +496,13 @@ def _held_answer(state: AgentState) -> AnswerDraft | None:
     return state.held_draft
 
 
-KNOWLEDGE_BASE_TOOLS = frozenset(
-    {"rag_search", "read_section", "outline", "follow_references", "next_hop", "list_collections"}
-)
-"""Tools whose observations synthesis sees again as ranked sections (with the memory tool
-``recall_similar``, whose past runs point at sections)."""
-
-
 def _knowledge_base_only(state: AgentState, tools: ToolRegistry) -> bool:
     """Whether every tool the loop ran read the knowledge base (or memory): an answer that
     rests on another tool's observation (an MCP tool) keeps the loop's own wording, since
     the synthesis from sections would not see it. Error observations (unknown tools, the
     ignored premature answer) do not count."""
-    ran = {m.name for m in state.messages if isinstance(m, ToolMessage)} & set(tools.names)
-    return ran <= KNOWLEDGE_BASE_TOOLS | {"recall_similar"}
+    ran = {m.name for m in state.messages if isinstance(m, ToolMessage)}
+    return not any(tool.external for tool in map(tools.get, ran) if tool is not None)
 
 
 def _history_message(

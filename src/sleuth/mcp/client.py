@@ -115,6 +115,10 @@ class MCPTool(Tool):
     toolbox: MCPToolbox | None = None
     _validator: Any = field(default=None, repr=False)
 
+    @property
+    def external(self) -> bool:
+        return True
+
     def spec(self) -> dict[str, Any]:
         return {
             "type": "function",

@@ -142,6 +142,12 @@ class Tool:
     args_schema: type[BaseModel]
     func: ToolFunc
 
+    @property
+    def external(self) -> bool:
+        """Whether an outside server runs the tool (an MCP tool): its observations are not
+        the knowledge base's sections."""
+        return False
+
     def spec(self) -> dict[str, Any]:
         """OpenAI-style function spec (accepted by LangChain's ``bind_tools``)."""
         return {
