@@ -55,13 +55,11 @@ MAX_LENGTH_PENALTY = 0.5
 SUBORDINATE_PENALTY = 1.5
 """Score lost by an illustration, explanation, exception or proviso: a section's main rule
 answers before its asides."""
-_ILLUSTRATIONS = re.compile(r"^\W*illustrations?\b", re.I)
 _SUBORDINATE = re.compile(
-    r"^\W*(?:illustrations?|explanation|exception|provided\b|proviso|note\b|see\s+also\b|"
-    r"\([a-z]\)\s)",
+    r"^\W*(?:(?P<illustrations>illustrations?\b)|explanation|exception|provided\b|proviso|note\b|"
+    r"(?P<see_also>see\s+also\b)|\([a-z]\)\s)",
     re.I,
 )
-_SEE_ALSO = re.compile(r"^\W*see\s+also\b", re.I)
 _REFERENCE = re.compile(r"^\W*(?:PEP|RFC|section|chapter|§)\s*\d+", re.I)
 DEFINITION_BONUS = 1.0
 """Added, for a "What is X?" question, to a sentence that defines ("… shall be called
@@ -292,13 +290,14 @@ def _asides(quotable: list[str]) -> list[tuple[str, bool]]:
     in_illustrations = False
     see_also = False  # a "See also:" list: its items are references, not the answer
     for sentence in quotable:
-        if _ILLUSTRATIONS.match(sentence):
+        opening = _SUBORDINATE.match(sentence)
+        if opening and opening["illustrations"]:
             in_illustrations = True
         elif opens_sub_section(sentence):
             in_illustrations = False
         listed = see_also and (out[-1][0].rstrip().endswith(":") or _REFERENCE.match(sentence))
-        see_also = bool(_SEE_ALSO.match(sentence)) or bool(listed)
-        aside = in_illustrations or bool(listed) or bool(_SUBORDINATE.match(sentence))
+        see_also = bool(opening and opening["see_also"]) or bool(listed)
+        aside = in_illustrations or bool(listed) or bool(opening)
         out.append((sentence, aside))
     return out
 
