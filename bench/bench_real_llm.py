@@ -176,6 +176,7 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     compacts: list[dict[str, Any]] = []
     started = time.perf_counter()
+    rev = commit()  # the code that runs: read before the runs, not after them
     with data_dir(args.data_dir, "sleuth-real-llm-") as ddir:
         settings = bench_settings(ddir).model_copy(update={"llm": args.llm})
         app = Sleuth(settings)
@@ -221,7 +222,7 @@ def main() -> None:
         "split": args.split,
         "seed": args.seed,
         "limit": args.limit,
-        "commit": commit(),
+        "commit": rev,
         "load_average_end": load_average(),
         "wall_s": round(time.perf_counter() - started, 1),
     }
