@@ -208,6 +208,7 @@ def main() -> None:
     from sleuth.eval.datasets import in_split
     from sleuth.eval.runner import EvalConfig, prepare_collection, run_eval
     from sleuth.llm import testing
+    from sleuth.retrieval.rerank import clear_shared_cache
 
     testing.ALLOW_MODEL_REQUESTS = True
     print_header(
@@ -237,6 +238,7 @@ def main() -> None:
                             single_shot(app, prepared["collection"], name, q, groups[q.id])
                         )
                 for mode in args.modes:
+                    clear_shared_cache()  # each mode's p50 cold, not after the other's scores
                     t0 = time.perf_counter()
                     run = run_eval(app, dataset, EvalConfig(mode=mode), prepared=prepared)
                     records += [compact(name, mode, groups[r["id"]], r) for r in run.records]

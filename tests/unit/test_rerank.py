@@ -53,6 +53,22 @@ def test_pairs_are_cached(monkeypatch: pytest.MonkeyPatch) -> None:
     assert runs == [1]  # only the new pair ran
 
 
+def test_a_cleared_cache_runs_every_pair_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = shared_cross_encoder()
+    model.logits("a query cleared later", [FERRY, BAKERY])
+    rerank.clear_shared_cache()
+    runs: list[int] = []
+    original = CrossEncoder._run
+
+    def counting(self: CrossEncoder, pairs):  # type: ignore[no-untyped-def]
+        runs.append(len(pairs))
+        return original(self, pairs)
+
+    monkeypatch.setattr(CrossEncoder, "_run", counting)
+    model.logits("a query cleared later", [FERRY, BAKERY])
+    assert runs == [2]  # both pairs ran again
+
+
 def test_a_score_does_not_depend_on_the_batch_it_runs_in() -> None:
     model = CrossEncoder()  # its own cache: every pair runs
     long = " ".join([FERRY] * 12)  # ~160 tokens: pads a batch of short pairs

@@ -119,6 +119,11 @@ class CrossEncoder:
         self._cache: OrderedDict[bytes, float] = OrderedDict()
         self._lock = threading.Lock()
 
+    def clear_cache(self) -> None:
+        """Forget every cached score: the next call for a pair runs the model again."""
+        with self._lock:
+            self._cache.clear()
+
     @staticmethod
     def _key(query: str, passage: str) -> bytes:
         return hashlib.blake2b(f"{query}\0{passage}".encode(), digest_size=16).digest()
@@ -183,3 +188,11 @@ def shared_cross_encoder() -> CrossEncoder:
         if _shared is None:
             _shared = CrossEncoder()
         return _shared
+
+
+def clear_shared_cache() -> None:
+    """Empty the score cache of the process's cross-encoder, when one is loaded (a benchmark
+    then times each of its runs cold, not after an earlier run scored the same pairs)."""
+    with _shared_lock:
+        if _shared is not None:
+            _shared.clear_cache()
