@@ -38,9 +38,8 @@ def test_relevant_passage_scores_above_an_unrelated_one() -> None:
     assert [i for i, _ in order] == [1, 0]
 
 
-def test_pairs_are_cached(monkeypatch: pytest.MonkeyPatch) -> None:
-    model = shared_cross_encoder()
-    model.logits("a query written once", [FERRY])
+def _count_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of pairs of each model run from now on."""
     runs: list[int] = []
     original = CrossEncoder._run
 
@@ -49,6 +48,13 @@ def test_pairs_are_cached(monkeypatch: pytest.MonkeyPatch) -> None:
         return original(self, pairs)
 
     monkeypatch.setattr(CrossEncoder, "_run", counting)
+    return runs
+
+
+def test_pairs_are_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = shared_cross_encoder()
+    model.logits("a query written once", [FERRY])
+    runs = _count_runs(monkeypatch)
     model.logits("a query written once", [FERRY, BAKERY])
     assert runs == [1]  # only the new pair ran
 
@@ -57,14 +63,7 @@ def test_a_cleared_cache_runs_every_pair_again(monkeypatch: pytest.MonkeyPatch) 
     model = shared_cross_encoder()
     model.logits("a query cleared later", [FERRY, BAKERY])
     rerank.clear_shared_cache()
-    runs: list[int] = []
-    original = CrossEncoder._run
-
-    def counting(self: CrossEncoder, pairs):  # type: ignore[no-untyped-def]
-        runs.append(len(pairs))
-        return original(self, pairs)
-
-    monkeypatch.setattr(CrossEncoder, "_run", counting)
+    runs = _count_runs(monkeypatch)
     model.logits("a query cleared later", [FERRY, BAKERY])
     assert runs == [2]  # both pairs ran again
 
