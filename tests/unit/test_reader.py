@@ -114,6 +114,17 @@ def test_long_reply_reads_answer_then_points_and_declines() -> None:
     )
     assert echoed is not None and "·" not in echoed.answer_text
     assert echoed.answer_text.endswith("No ferry shall sail in a storm [HC_S4].")
+    # a label copied from the prompt's instructions is not part of the answer; one that
+    # names something the prompt does not is
+    copied = draft_from_long_text(
+        "One complete sentence that answers the question directly: under the harbour code, "
+        "a ferry waits for calm water [1].\n- Supporting point: the master decides [2]."
+    )
+    assert copied is not None
+    assert copied.answer_text.startswith("Under the harbour code, a ferry waits")
+    assert "\n- The master decides [2]." in copied.answer_text
+    kept = draft_from_long_text("Harbour code rule: a ferry waits for calm water [1].")
+    assert kept is not None and kept.answer_text.startswith("Harbour code rule: a ferry")
     declined = draft_from_long_text("Insufficient context: the evidence is about taxes.")
     assert declined is not None and declined.is_insufficient_context
 
@@ -496,6 +507,18 @@ def test_a_multi_hop_short_answer_keeps_its_section_behind_the_one_that_names_it
             "3 years, 5 years",
         ),
         ("Who founded the band, and when?", "Ann Smith, 1990", "Ann Smith, 1990"),
+        # ... but not the names around them, wherever the question reads two parts
+        (
+            "When was the painter born who is known for seascapes and whose first show was "
+            '"Low Tide"?',
+            "3 May 1920, Ada Kerr, Low Tide",
+            "3 May 1920",
+        ),
+        (
+            "How long can he be jailed the first time, and how long after that?",
+            "3 years for theft, the thief, 5 years",
+            "3 years for theft, 5 years",
+        ),
     ],
 )
 def test_a_short_answer_is_cut_to_what_the_question_asks(

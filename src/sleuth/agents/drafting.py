@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import cache
 
 import json_repair
 from pydantic import ValidationError
@@ -10,6 +11,7 @@ from pydantic import ValidationError
 from sleuth.agents.answer import MARKERS, AnswerDraft
 from sleuth.agents.citations import cited_ids, clean_answer_text
 from sleuth.agents.reader import complete_sentences
+from sleuth.prompts import load_prompt
 
 _INSUFFICIENT = re.compile(
     r"^\s*(insufficient context|i (?:do not|don't|cannot|can't) (?:know|find|answer))|"
@@ -207,6 +209,31 @@ def _read_draft(text: str) -> AnswerDraft | None:
     )
 
 
+_LEAD_IN = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][\w ,'-]{0,80}?)\s*:\s+(?=\S)")
+
+
+@cache
+def _instruction_words() -> frozenset[str]:
+    """The words of the long-form answer prompt (``guided_answer_long``), lower-cased."""
+    return frozenset(re.findall(r"[a-z]+", load_prompt("guided_answer_long").lower()))
+
+
+def _without_instruction(line: str) -> str:
+    """``line`` without a lead-in copied from the prompt's instructions ("One complete
+    sentence that answers the question directly: Under the BNSS, …" → "Under the BNSS,
+    …"): a label of at least two words, every one of them a word of the prompt, before a
+    colon (a singular counts as its plural: "Supporting point:"). A lead-in naming anything the prompt does not ("Under the BNSS:") stays."""
+    found = _LEAD_IN.match(line)
+    if found is None or _INSUFFICIENT.match(found.group(1)):  # a decline's own label
+        return line
+    said = re.findall(r"[a-z]+", found.group(1).lower())
+    known = _instruction_words()
+    if len(said) < 2 or not all(w in known or f"{w}s" in known for w in said):
+        return line
+    rest = line[found.end() :]
+    return line[: found.start(1)] + rest[:1].upper() + rest[1:]
+
+
 def draft_from_long_text(text: str, cut: bool = False) -> AnswerDraft | None:
     """Read a long-form answer (the answer sentence, then ``- `` points with their evidence
     numbers): labels and fences removed, "Insufficient context: …" recognised, and the text
@@ -220,7 +247,11 @@ def draft_from_long_text(text: str, cut: bool = False) -> AnswerDraft | None:
     if embedded is not None:
         return embedded
     lines = [
-        _EXPLANATION.sub("", _ANSWER_LABEL.sub("", _INLINE_ECHO.sub("", line), count=1), count=1)
+        _without_instruction(
+            _EXPLANATION.sub(
+                "", _ANSWER_LABEL.sub("", _INLINE_ECHO.sub("", line), count=1), count=1
+            )
+        )
         for line in clean_answer_text(stripped).splitlines()
         if not _ECHO.match(line) and not _FACTS_LINE.match(line)
     ]

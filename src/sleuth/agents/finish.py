@@ -236,10 +236,11 @@ _NAME = re.compile(r"[A-Z][\w'’.-]*")
 def trimmed_short_answer(question: str, short: str, multi_part: bool | None = None) -> str:
     """A short answer cut to what the question asks for:
 
-    - a year, date or number question (:func:`answer_type`) that asks one thing
-      (:func:`~sleuth.agents.question.is_multi_part`, or ``multi_part`` when already read)
-      answered with a list of parts
-      ("8 June 1951, Mara Dune, Salt Rain") keeps its first part of that shape;
+    - a year, date or number question (:func:`answer_type`) answered with a list of parts
+      ("8 June 1951, Mara Dune, Salt Rain") keeps its parts of that shape: the first one
+      when the question asks one thing, all of them when it asks several
+      (:func:`~sleuth.agents.question.is_multi_part`, or ``multi_part`` when already read:
+      "how long the first time, and after?"); a list with no part of that shape is kept;
     - a question offering a choice ("Which is taller, the Velmora or the Carrow?")
       answered with one option in a sentence ("The Velmora is taller") keeps the option's
       capitalised words it names, in the answer's order ("Velmora") — when the answer
@@ -248,13 +249,14 @@ def trimmed_short_answer(question: str, short: str, multi_part: bool | None = No
     Any other short answer is returned as it is."""
     kind = answer_type(question)
     if kind in ("year", "date", "number"):
-        if is_multi_part(question) if multi_part is None else multi_part:
-            # "how long the first time, and after?": two answers
-            return short
         parts = [p for p in _PARTS.split(short) if p]
-        if len(parts) > 1:
-            return next((p for p in parts if fits_type(p, kind)), short)
-        return short
+        fitting = [p for p in parts if fits_type(p, kind)]
+        if len(parts) < 2 or not fitting:
+            return short
+        several = is_multi_part(question) if multi_part is None else multi_part
+        # a question that asks several things ("and who's third album …?" read as two
+        # parts, or "the first time, and after?") keeps every part of the asked shape
+        return ", ".join(fitting) if several else fitting[0]
     pieces = _OR.split(question.rstrip(" ?"))
     if len(pieces) != 2:
         return short
