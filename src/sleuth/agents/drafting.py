@@ -12,6 +12,7 @@ from sleuth.agents.answer import MARKERS, AnswerDraft
 from sleuth.agents.citations import cited_ids, clean_answer_text
 from sleuth.agents.reader import complete_sentences
 from sleuth.prompts import load_prompt
+from sleuth.retrieval.text import words
 
 _INSUFFICIENT = re.compile(
     r"^\s*(insufficient context|i (?:do not|don't|cannot|can't) (?:know|find|answer))|"
@@ -215,18 +216,19 @@ _LEAD_IN = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][\w ,'-]{0,80}?)\s*:\s+(?=\S)")
 @cache
 def _instruction_words() -> frozenset[str]:
     """The words of the long-form answer prompt (``guided_answer_long``), lower-cased."""
-    return frozenset(re.findall(r"[a-z]+", load_prompt("guided_answer_long").lower()))
+    return frozenset(words(load_prompt("guided_answer_long")))
 
 
 def _without_instruction(line: str) -> str:
     """``line`` without a lead-in copied from the prompt's instructions ("One complete
     sentence that answers the question directly: Under the BNSS, …" → "Under the BNSS,
     …"): a label of at least two words, every one of them a word of the prompt, before a
-    colon (a singular counts as its plural: "Supporting point:"). A lead-in naming anything the prompt does not ("Under the BNSS:") stays."""
+    colon (a singular counts as its plural: "Supporting point:"). A lead-in naming anything
+    the prompt does not ("Under the BNSS:") stays, and so does a decline's label."""
     found = _LEAD_IN.match(line)
     if found is None or _INSUFFICIENT.match(found.group(1)):  # a decline's own label
         return line
-    said = re.findall(r"[a-z]+", found.group(1).lower())
+    said = words(found.group(1))
     known = _instruction_words()
     if len(said) < 2 or not all(w in known or f"{w}s" in known for w in said):
         return line
