@@ -210,9 +210,6 @@ def _read_draft(text: str) -> AnswerDraft | None:
     )
 
 
-_LEAD_IN = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][\w ,'-]{0,80}?)\s*:\s+(?=\S)")
-
-
 @cache
 def _instruction_words() -> frozenset[str]:
     """The words of the long-form answer prompt (``guided_answer_long``), lower-cased."""
@@ -225,15 +222,21 @@ def _without_instruction(line: str) -> str:
     …"): a label of at least two words, every one of them a word of the prompt, before a
     colon (a singular counts as its plural: "Supporting point:"). A lead-in naming anything
     the prompt does not ("Under the BNSS:") stays, and so does a decline's label."""
-    found = _LEAD_IN.match(line)
-    if found is None or _INSUFFICIENT.match(found.group(1)):  # a decline's own label
-        return line
-    said = words(found.group(1))
+    head, colon, rest = line.partition(":")
+    bullet = head[: len(head) - len(head.lstrip(" -*"))]  # "- Supporting point: …"
+    label, rest = head[len(bullet) :], rest.lstrip()
+    said = words(label)
     known = _instruction_words()
-    if len(said) < 2 or not all(w in known or f"{w}s" in known for w in said):
+    if (
+        not colon
+        or not rest
+        or len(said) < 2
+        or len(label) > 80
+        or _INSUFFICIENT.match(label)  # a decline's own label
+        or not all(w in known or f"{w}s" in known for w in said)
+    ):
         return line
-    rest = line[found.end() :]
-    return line[: found.start(1)] + rest[:1].upper() + rest[1:]
+    return bullet + rest[:1].upper() + rest[1:]
 
 
 def draft_from_long_text(text: str, cut: bool = False) -> AnswerDraft | None:
