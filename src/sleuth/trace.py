@@ -57,7 +57,7 @@ class TraceRenderer:
         self.console.print(self._text(markup), soft_wrap=False)
 
     def __call__(self, event: AgentEvent) -> None:
-        m = self.m
+        m = {k: escape(v) for k, v in self.m.items()}  # "[think]" is text, not a style tag
         if event.type == "answer_delta":
             self._delta(event.delta, event.stream)
             return

@@ -58,6 +58,23 @@ def ask(
         bool,
         typer.Option("--new-thread", help="Start a conversation thread with this question"),
     ] = False,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            envvar="SLEUTH_SERVER_URL",
+            help="Ask a running `sleuth serve` at this URL (its models already loaded) "
+            "instead of running the agent here",
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="SLEUTH_API_KEY",
+            help="With --server: the API key (none for a server started with --no-auth)",
+        ),
+    ] = None,
 ) -> None:
     """Ask a question: the agent's trace streams live, then the cited answer."""
     if mode not in ASK_MODES:
@@ -73,6 +90,28 @@ def ask(
         )
     if thread is not None and new_thread:
         raise common.fail("--thread and --new-thread exclude each other", EXIT_USAGE)
+    if server:
+        if no_rerank:
+            raise common.fail(
+                "--no-rerank applies to runs made here, not with --server", EXIT_USAGE
+            )
+        if collection is None and thread is None:
+            raise common.fail("--server needs --collection (or --thread)", EXIT_USAGE)
+        ask_server(
+            server,
+            api_key,
+            question,
+            common.collection_name(collection) if collection else "",
+            mode=mode,
+            max_iterations=max_iterations,
+            as_json=as_json,
+            ascii_only=ascii_only,
+            quiet=quiet,
+            memory=not no_memory,
+            thread_id=thread,
+            new_thread=new_thread,
+        )
+        return
     # a bad name is refused before anything is opened (or created)
     name = common.collection_name(collection) if thread is None or collection else ""
     s = common.open_sleuth()
@@ -170,4 +209,63 @@ def run_ask(
         common.error_line(" ".join(str(reason).split()))
         raise typer.Exit(EXIT_ERROR)
     if response.answer.is_insufficient_context:
+        raise typer.Exit(EXIT_INSUFFICIENT)
+
+
+def ask_server(
+    url: str,
+    api_key: str | None,
+    question: str,
+    collection: str,
+    *,
+    mode: str,
+    max_iterations: int | None,
+    as_json: bool,
+    ascii_only: bool,
+    quiet: bool,
+    memory: bool,
+    thread_id: str | None,
+    new_thread: bool,
+) -> None:
+    """The run made by the ``sleuth serve`` at ``url`` (:mod:`sleuth.cli.remote`), its
+    trace and answer printed as :func:`run_ask` prints a local run's, with the same exit
+    codes; ``--json`` prints the API's response body."""
+    import json
+
+    from sleuth.cli.remote import RemoteError, ask_remote, create_thread, thread_collection
+    from sleuth.trace import TraceRenderer
+
+    renderer = None if (as_json or quiet) else TraceRenderer(ascii_only=ascii_only)
+    try:
+        if thread_id is not None and not collection:
+            collection = thread_collection(url, api_key, thread_id)
+        if new_thread:
+            thread_id = create_thread(url, api_key, collection)
+            if not as_json:
+                common.info_line(f"thread {thread_id} (ask follow-ups with --thread {thread_id})")
+        result = ask_remote(
+            url,
+            api_key,
+            question,
+            collection,
+            mode=mode,
+            max_iterations=max_iterations,
+            memory=memory,
+            thread_id=thread_id,
+            sink=renderer,
+        )
+    except RemoteError as exc:
+        raise common.fail(str(exc)) from exc
+    if as_json:
+        typer.echo(json.dumps(result.raw, indent=2))
+    elif quiet and result.status != "error":
+        labelled = result.answer.lower().startswith("insufficient context")
+        prefix = "Insufficient context: " if result.insufficient and not labelled else ""
+        typer.echo(prefix + result.answer)
+        if result.citations:
+            typer.echo("citations: " + " ".join(result.citations))
+    if result.status == "error":
+        common.error_line(" ".join(str(result.error or "the run failed").split()))
+        raise typer.Exit(EXIT_ERROR)
+    if result.insufficient:
         raise typer.Exit(EXIT_INSUFFICIENT)
