@@ -101,7 +101,11 @@ judged statute set's ``dev`` split before the answers were backed by quotes; 600
 section, tried with the quotes (``0b6cc75``), took the local 1.5B model's median prompt from
 1,373 to 984 tokens and p50 from 20.4 to 16.5 s on ``dev`` but key facts 0.64 → 0.61 — a
 quality loss, so 1,200 stays (its ``test`` run, seen before this was settled, lost more:
-0.53 → 0.46, p50 22.7 → 18.8 s)."""
+0.53 → 0.46, p50 22.7 → 18.8 s). Budgets by rank again with the quotes (2026-12-06: 1,200,
+1,200, then 600, each section focused to its own budget; ``dev``, local model, against the
+same code with 1,200 each): median prompt 1,374 → 1,177 tokens, p50 20.3 → 18.2 s, but key
+facts 0.68 → 0.64 and gold cited 0.83 → 0.80 (a third-ranked gold section's answer lost) —
+not adopted."""
 
 GENERATION_SECTIONS = 5
 
