@@ -197,13 +197,12 @@ def run_ask(
     elif quiet and response.status.value == "error":
         pass  # the error line below says it; the answer text is the failure's echo
     elif quiet:
-        text = response.answer.answer_text
-        labelled = text.lower().startswith("insufficient context")
-        declined = response.answer.is_insufficient_context and not labelled
-        typer.echo(("Insufficient context: " if declined else "") + text)
-        ids = list(dict.fromkeys(c.source_id for c in response.answer.citations))
-        if ids:
-            typer.echo("citations: " + " ".join(ids))
+        answer = response.answer
+        print_quiet(
+            answer.answer_text,
+            answer.is_insufficient_context,
+            list(dict.fromkeys(c.source_id for c in answer.citations)),
+        )
     if response.status.value == "error":
         reason = response.trace.get("error") or "the run failed"
         common.error_line(" ".join(str(reason).split()))
@@ -259,13 +258,18 @@ def ask_server(
     if as_json:
         typer.echo(json.dumps(result.raw, indent=2))
     elif quiet and result.status != "error":
-        labelled = result.answer.lower().startswith("insufficient context")
-        prefix = "Insufficient context: " if result.insufficient and not labelled else ""
-        typer.echo(prefix + result.answer)
-        if result.citations:
-            typer.echo("citations: " + " ".join(result.citations))
+        print_quiet(result.answer, result.insufficient, result.citations)
     if result.status == "error":
         common.error_line(" ".join(str(result.error or "the run failed").split()))
         raise typer.Exit(EXIT_ERROR)
     if result.insufficient:
         raise typer.Exit(EXIT_INSUFFICIENT)
+
+
+def print_quiet(text: str, insufficient: bool, cited: list[str]) -> None:
+    """``--quiet``: the answer text (a decline labelled "Insufficient context:"), then a
+    ``citations:`` line of the cited source_ids when there are any."""
+    labelled = text.lower().startswith("insufficient context")
+    typer.echo(("Insufficient context: " if insufficient and not labelled else "") + text)
+    if cited:
+        typer.echo("citations: " + " ".join(cited))
