@@ -53,3 +53,47 @@ def test_ask_with_server_names_what_is_wrong_in_one_line(tmp_path: Path) -> None
     gone = runner.invoke(cli_app, [*base, "-c", "test"], env={"SLEUTH_API_KEY": "x"})
     assert gone.exit_code == 1
     assert "cannot reach the sleuth server" in gone.output and "Traceback" not in gone.output
+
+
+def test_ask_with_server_refuses_a_url_or_key_it_cannot_send_before_sending(
+    tmp_path: Path,
+) -> None:
+    runner = CliRunner()
+    base = ["ask", MURDER, "-c", "test"]
+    no_scheme = runner.invoke(cli_app, [*base, "--server", "127.0.0.1:8000"])
+    assert no_scheme.exit_code == 2 and "http:// or https://" in no_scheme.output
+    for key in ("bad\nkey", "ключ", "two words"):
+        bad = runner.invoke(
+            cli_app, [*base, "--server", "http://127.0.0.1:9"], env={"SLEUTH_API_KEY": key}
+        )
+        assert bad.exit_code == 2 and "API key" in bad.output, key
+        assert "cannot reach" not in bad.output
+
+
+def test_ask_with_server_gives_up_on_a_server_that_stops_answering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that takes the connection and never answers (a frozen process) ends the
+    command with one line after the read timeout, not a hang."""
+    import socket
+    import threading
+
+    from sleuth.cli import remote
+
+    monkeypatch.setattr(remote, "READ_TIMEOUT_S", 1.0)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(listener.accept()[0]), daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        frozen = CliRunner().invoke(
+            cli_app, ["ask", MURDER, "-c", "test", "--server", url], env={"SLEUTH_API_KEY": "k"}
+        )
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+    assert frozen.exit_code == 1
+    assert "did not answer" in frozen.output and "Traceback" not in frozen.output

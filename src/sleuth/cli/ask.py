@@ -101,7 +101,7 @@ def ask(
             server,
             api_key,
             question,
-            common.collection_name(collection) if collection else "",
+            common.collection_name(collection) if collection is not None else "",
             mode=mode,
             max_iterations=max_iterations,
             as_json=as_json,
@@ -231,8 +231,19 @@ def ask_server(
     codes; ``--json`` prints the API's response body."""
     import json
 
-    from sleuth.cli.remote import RemoteError, ask_remote, create_thread, thread_collection
+    from sleuth.cli.remote import (
+        RemoteError,
+        ask_remote,
+        check_target,
+        create_thread,
+        thread_collection,
+    )
     from sleuth.trace import TraceRenderer
+
+    try:
+        check_target(url, api_key)
+    except ValueError as exc:
+        raise common.fail(str(exc), EXIT_USAGE) from exc
 
     renderer = None if (as_json or quiet) else TraceRenderer(ascii_only=ascii_only)
     try:

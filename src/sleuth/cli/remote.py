@@ -20,7 +20,11 @@ from sleuth.agents.events import AgentEvent, AgentEventAdapter
 from sleuth.errors import SleuthError
 
 CONNECT_TIMEOUT_S = 10.0
-"""Seconds to reach the server; a run itself may take minutes, so reads are not timed."""
+"""Seconds to reach the server."""
+READ_TIMEOUT_S = 60.0
+"""Seconds of silence after which the server is taken to have stopped answering: a run may
+take minutes, but its event stream sends a keep-alive every 15 s
+(:data:`sleuth.api.search.PING_S`) and every other request answers at once."""
 TERMINAL = ("done", "error")
 
 
@@ -40,9 +44,25 @@ class RemoteResult:
     raw: dict[str, Any]
 
 
+def check_target(url: str, api_key: str | None) -> None:
+    """Refuse a server URL without an ``http://`` or ``https://`` scheme and an API key with
+    characters no key has (whitespace, non-ASCII), before anything is sent.
+
+    Raises:
+        ValueError: saying which of the two is wrong.
+    """
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"--server must be an http:// or https:// URL, not '{url}'")
+    if api_key and not (api_key.isascii() and api_key.isprintable() and " " not in api_key):
+        raise ValueError(
+            "the API key (SLEUTH_API_KEY or --api-key) holds spaces, line breaks or non-ASCII "
+            "characters: no key of `sleuth users create` does"
+        )
+
+
 def _client(url: str, api_key: str | None) -> httpx.Client:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    timeout = httpx.Timeout(CONNECT_TIMEOUT_S, read=None)
+    timeout = httpx.Timeout(CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S)
     return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
 
 
@@ -84,10 +104,14 @@ def thread_collection(url: str, api_key: str | None, thread_id: str) -> str:
 def _call(url: str, send: Callable[[], httpx.Response]) -> dict[str, Any]:
     try:
         return _checked(send(), url)
-    except httpx.TransportError as exc:
+    except httpx.ConnectError as exc:
         raise RemoteError(
             f"cannot reach the sleuth server at {url} ({type(exc).__name__}): start it with "
             "`sleuth serve`, or leave out --server / SLEUTH_SERVER_URL to run here"
+        ) from exc
+    except httpx.TransportError as exc:  # a timeout, a dropped or garbled connection
+        raise RemoteError(
+            f"the sleuth server at {url} did not answer ({type(exc).__name__}: {exc})"
         ) from exc
 
 
@@ -123,8 +147,8 @@ def ask_remote(
     with _client(url, api_key) as client:
         accepted = _call(url, lambda: client.post("/agent/search", json=request))
         task_id = accepted["task_id"]
-        if sink is not None:
-            try:
+        try:
+            if sink is not None:
                 with connect_sse(client, "GET", f"/agent/search/{task_id}/stream") as source:
                     for message in source.iter_sse():
                         if not message.data:
@@ -133,15 +157,24 @@ def ask_remote(
                         sink(event)
                         if event.type in TERMINAL:
                             break
-            except httpx.TransportError as exc:
-                raise RemoteError(f"the event stream of run {task_id} broke: {exc}") from exc
-        body = _call(url, lambda: client.get(f"/agent/search/{task_id}"))
-        while body.get("status") == "running":  # no sink: wait for the run's end
-            with connect_sse(client, "GET", f"/agent/search/{task_id}/stream") as source:
-                for message in source.iter_sse():
-                    if message.event in TERMINAL:
-                        break
-            body = _call(url, lambda: client.get(f"/agent/search/{task_id}"))
+            body = _checked(client.get(f"/agent/search/{task_id}"), url)
+            while body.get("status") == "running":  # no sink: wait for the run's end
+                with connect_sse(client, "GET", f"/agent/search/{task_id}/stream") as source:
+                    for message in source.iter_sse():
+                        if message.event in TERMINAL:
+                            break
+                body = _checked(client.get(f"/agent/search/{task_id}"), url)
+        except httpx.TimeoutException as exc:
+            raise RemoteError(
+                f"the sleuth server at {url} stopped answering during run {task_id} (nothing "
+                f"for {READ_TIMEOUT_S:.0f} s); its result, if it finishes: "
+                f"GET /agent/search/{task_id}"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise RemoteError(
+                f"the sleuth server at {url} went away during run {task_id} "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
     return RemoteResult(
         status=str(body.get("status")),
         answer=str(body.get("answer") or ""),
