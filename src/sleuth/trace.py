@@ -48,6 +48,8 @@ class TraceRenderer:
             else {"think": "💭", "call": "  →", "ok": "  ←  ✓", "fail": "  ←  ✗",
                   "obs": "👁 ", "cite": "•"}
         )  # fmt: skip
+        # the markers as Rich markup: "[think]" is text there, not a style tag
+        self.markup = {k: escape(v) for k, v in self.m.items()}
 
     def _text(self, text: str) -> str:
         """``text``, transliterated to ASCII with ``--ascii`` (’ → ', — → -, ā → a)."""
@@ -57,7 +59,7 @@ class TraceRenderer:
         self.console.print(self._text(markup), soft_wrap=False)
 
     def __call__(self, event: AgentEvent) -> None:
-        m = {k: escape(v) for k, v in self.m.items()}  # "[think]" is text, not a style tag
+        m = self.markup
         if event.type == "answer_delta":
             self._delta(event.delta, event.stream)
             return

@@ -72,7 +72,8 @@ def ask(
         typer.Option(
             "--api-key",
             envvar="SLEUTH_API_KEY",
-            help="With --server: the API key (none for a server started with --no-auth)",
+            help="With --server: an API key of `sleuth users create` (its user must own the "
+            "collection)",
         ),
     ] = None,
 ) -> None:

@@ -5,7 +5,7 @@ several seconds on 2 cores, every call). A ``sleuth serve`` process keeps them l
 CLI can hand the run to it instead: ``POST /agent/search`` with ``stream: true``, the run's
 events read from ``/agent/search/{task_id}/stream`` (Server-Sent Events, the same event
 schema the local trace prints) and the result from ``/agent/search/{task_id}``. The API key
-comes from ``SLEUTH_API_KEY`` (none for a server started with ``--no-auth``).
+comes from ``SLEUTH_API_KEY``; the collection must be its user's.
 """
 
 from __future__ import annotations
@@ -72,18 +72,12 @@ def _checked(response: httpx.Response, url: str) -> dict[str, Any]:
         body = response.json()
         return body if isinstance(body, dict) else {}
     try:
-        detail = response.json().get("message") or response.json().get("detail")
+        problem = response.json()
+        detail = problem.get("message") or problem.get("detail")
     except ValueError:
         detail = response.text.strip()[:200]
-    hint = (
-        " (set SLEUTH_API_KEY to a key of `sleuth users create`)"
-        if response.status_code
-        in (
-            401,
-            403,
-        )
-        else ""
-    )
+    refused = response.status_code in (401, 403)
+    hint = " (set SLEUTH_API_KEY to a key of `sleuth users create`)" if refused else ""
     raise RemoteError(f"the server at {url} answered {response.status_code}: {detail}{hint}")
 
 
@@ -148,22 +142,14 @@ def ask_remote(
         accepted = _call(url, lambda: client.post("/agent/search", json=request))
         task_id = accepted["task_id"]
         try:
-            if sink is not None:
-                with connect_sse(client, "GET", f"/agent/search/{task_id}/stream") as source:
-                    for message in source.iter_sse():
-                        if not message.data:
-                            continue
-                        event = AgentEventAdapter.validate_json(message.data)
-                        sink(event)
-                        if event.type in TERMINAL:
-                            break
+            # the stream ends with the run (a finished run's is replayed): read to its end
+            with connect_sse(client, "GET", f"/agent/search/{task_id}/stream") as source:
+                for message in source.iter_sse():
+                    if sink is not None and message.data:
+                        sink(AgentEventAdapter.validate_json(message.data))
+                    if message.event in TERMINAL:
+                        break
             body = _checked(client.get(f"/agent/search/{task_id}"), url)
-            while body.get("status") == "running":  # no sink: wait for the run's end
-                with connect_sse(client, "GET", f"/agent/search/{task_id}/stream") as source:
-                    for message in source.iter_sse():
-                        if message.event in TERMINAL:
-                            break
-                body = _checked(client.get(f"/agent/search/{task_id}"), url)
         except httpx.TimeoutException as exc:
             raise RemoteError(
                 f"the sleuth server at {url} stopped answering during run {task_id} (nothing "
