@@ -111,7 +111,7 @@ def run_guided(
 ) -> tuple[GuidedResult, list[Any], RunContext]:
     events: list[Any] = []
     emitter = EventEmitter("task-1", [events.append])
-    ctx = RunContext(collection="test")
+    ctx = RunContext(collection="test", scorer=kwargs.pop("scorer", None))
     tools = ToolRegistry(build_rag_tools(app.kb))
     kwargs.setdefault("deadline", time.monotonic() + 60)
     kwargs.setdefault("llm_agents", "all")  # every agent asks the scripted model
@@ -951,3 +951,28 @@ def test_a_question_naming_a_section_is_answered_from_that_section(
     assert {"BNS_S303", "BNS_S103"} <= set(ctx.retrieved)  # the murder sections were read too
     assert [c.source_id for c in result.answer.citations] == ["BNS_S303"]
     assert "intending to take dishonestly any movable property" in result.answer.answer_text
+
+
+def test_the_generator_reads_only_sections_that_bear_on_the_question(app: Sleuth) -> None:
+    """Retrieved sections whose every passage the cross-encoder scores below the coverage
+    threshold (and that no bearing section links to) are not put in the generator's prompt;
+    the trace names them."""
+    from sleuth.agents.support import SupportChecker
+
+    script = AgentScript(final_answer=["Death or imprisonment for life [BNS_S103]."])
+    checker = SupportChecker(cross_encoder=KeywordScorer("murder"), coverage_threshold=0.007)  # type: ignore[arg-type]
+    result, events, ctx = run_guided(
+        app,
+        "What is the punishment for murder?",
+        script.model,
+        llm_agents="auto",
+        checker=checker,
+        scorer=checker.cross_encoder,
+    )
+    prompt = str(script.seen["final_answer"][-1][-1].content)
+    read = {sid for sid in ctx.retrieved if f"[{ctx.numbers[sid]}]" in prompt}
+    # the murder sections, and culpable homicide, which the murder section cites
+    assert read == {"BNS_S103", "BNS_S101", "BNS_S100"}
+    assert "BNS_S303" in ctx.retrieved  # theft was retrieved, and set aside
+    assert "BNS_S303 set aside" in " ".join(thoughts(events))
+    assert not result.answer.is_insufficient_context

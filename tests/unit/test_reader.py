@@ -780,3 +780,31 @@ def test_a_sub_section_past_the_sentence_cap_is_still_quotable() -> None:
     assert len(sentences(join_parts([rule]))) > SENTENCES_PER_SECTION + 2
     quotes = answering_quotes(question, ["HC_S20"], ctx, OverlapScorer(), threshold=0.5)  # type: ignore[arg-type]
     assert any(q.sentence.startswith("(2) Whoever commits ferrying") for q in quotes)
+
+
+def test_sections_bearing_on_no_question_are_set_aside_unless_linked() -> None:
+    from sleuth.agents.heuristic import set_aside
+    from sleuth.types import Reference
+
+    lamps = chunk("HC_S2", "Harbour dues are paid monthly by the owner of the vessel.", "Dues")
+    night = chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.", "Night")
+    night.references = [Reference(source_id="HC_S9", target_text="section 4", target_id="HC_S4")]
+    licence = chunk("HC_S4", "The licence is issued by the harbour master.", "Licence")
+    pilots = chunk("HC_S7", "Pilots retire at sixty.", "Pilots")
+    ctx = ctx_with(lamps, night, licence, pilots)
+    ctx.scorer = OverlapScorer()  # type: ignore[assignment]
+    order = ["HC_S2", "HC_S9", "HC_S4", "HC_S7"]
+    question = "May a ferry carry goods at night?"
+    # HC_S2 is first (kept whatever it says); HC_S9 bears on the question; HC_S4 is cited by
+    # it (a bridge); HC_S7 shares nothing with the question and links to nothing kept
+    assert set_aside([question], order, ctx, threshold=0.5) == {"HC_S7"}
+    # a chain of links: HC_S4 (kept as HC_S9's bridge) cites HC_S7, which is kept in turn
+    licence.references = [Reference(source_id="HC_S4", target_text="s. 7", target_id="HC_S7")]
+    assert set_aside([question], order, ctx, threshold=0.5) == set()
+    licence.references = []
+    # a sub-question that HC_S7 bears on keeps it
+    assert set_aside([question, "When do pilots retire?"], order, ctx, threshold=0.5) == set()
+    # no threshold, or no cross-encoder: nothing is set aside
+    assert set_aside([question], order, ctx, threshold=0.0) == set()
+    ctx.scorer = None
+    assert set_aside([question], order, ctx, threshold=0.5) == set()

@@ -143,6 +143,44 @@ def _model_ranked(
     return [sid for sid, _ in scored]
 
 
+def set_aside(
+    questions: Sequence[str], source_ids: Sequence[str], ctx: RunContext, threshold: float
+) -> set[str]:
+    """The sections of ``source_ids`` that bear on none of ``questions`` (a question and its
+    sub-questions) and are linked to none that does: what a generator need not read.
+
+    A section bears on a question when the cross-encoder's relevance of one of its first
+    :data:`MODEL_RANK_CHUNKS` chunks (as :func:`rank_sections` scores them, so the scores
+    come from its cache) reaches ``threshold`` — the run's coverage threshold
+    (``SLEUTH_COVERAGE_THRESHOLD``), a probability in (0, 1). The first section is never set
+    aside (whether the evidence answers at all is the coverage check's call), nor one linked
+    either way to a section that bears on the question, directly or through a chain of such
+    links (:func:`linked_sections`: the bridge of a multi-hop question, and each hop after
+    it, shares few words with the question). Empty without a cross-encoder or with
+    ``threshold`` <= 0.
+    """
+    if ctx.scorer is None or threshold <= 0 or len(source_ids) < 2:
+        return set()
+    pairs = [(sid, c) for sid in source_ids[1:] for c in ctx.retrieved[sid][:MODEL_RANK_CHUNKS]]
+    best = dict.fromkeys(source_ids[1:], 0.0)
+    for question in questions:
+        logits = ctx.scorer.logits(question, [c.index_text() for _, c in pairs])
+        for (sid, _), logit in zip(pairs, logits, strict=True):
+            best[sid] = max(best[sid], sigmoid(logit))
+    kept = {source_ids[0], *(sid for sid, p in best.items() if p >= threshold)}
+    links = {sid: linked_sections(sid, ctx) for sid in source_ids}
+    grown = True
+    while grown:  # a chain of links from a bearing section (a 3-hop question's hops) stays
+        joined = {
+            s
+            for s in source_ids
+            if s not in kept and (links[s] & kept or any(s in links[k] for k in kept))
+        }
+        grown = bool(joined)
+        kept |= joined
+    return set(source_ids) - kept
+
+
 def stated_coverage(question: str, q_terms: set[str], text: str) -> float:
     """Share of the question's terms ``text`` states, in [0, 1]: as
     :func:`~sleuth.retrieval.text.coverage`, plus the terms it affirms through an excepted

@@ -100,6 +100,7 @@ from sleuth.agents.heuristic import (
     compose_parts,
     named_sections,
     rank_sections,
+    set_aside,
     with_bridges,
 )
 from sleuth.agents.multihop import MAX_DEPTH, hop_starts
@@ -1073,6 +1074,14 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         draft = chained
     else:
         found = state.evidence or _generation_evidence(rt, state)
+        checker = rt.checker
+        aside = set_aside(
+            list(dict.fromkeys([state.question, *state.targets])),
+            [e.source_id for e in found if e.source_id in rt.ctx.retrieved],
+            rt.ctx,
+            checker.coverage_threshold if checker is not None else 0.0,
+        )
+        found = [e for e in found if e.source_id not in aside]
         evidence = [
             *focused_evidence(state.question, found[:GENERATION_SECTIONS], rt.ctx.scorer),
             *found[GENERATION_SECTIONS:],
@@ -1107,7 +1116,13 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         rt.record("generator", result)
         draft = result.value
         rt.think(
-            f"Generation: answer drafted from {len(evidence)} sections"
+            f"Generation: answer drafted from {min(len(evidence), GENERATION_SECTIONS)} sections"
+            + (
+                f" ({', '.join(sorted(aside))} set aside: no passage reaches the coverage "
+                "threshold)"
+                if aside
+                else ""
+            )
             + (" (fallback: extractive)" if not result.from_model else "")
             + ".",
             "generator",
