@@ -105,7 +105,8 @@ quality loss, so 1,200 stays (its ``test`` run, seen before this was settled, lo
 1,200, then 600, each section focused to its own budget; ``dev``, local model, against the
 same code with 1,200 each): median prompt 1,374 → 1,177 tokens, p50 20.3 → 18.2 s, but key
 facts 0.68 → 0.64 and gold cited 0.83 → 0.80 (a third-ranked gold section's answer lost) —
-not adopted."""
+not adopted. What the guided generator drops instead is whole sections that bear on no part
+of the question (:func:`~sleuth.agents.heuristic.set_aside`)."""
 
 GENERATION_SECTIONS = 5
 
