@@ -86,6 +86,31 @@ def test_answer_kind_reads_the_question_form(question: str, kind: str) -> None:
     assert answer_kind(question) == kind
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        # a cross-reference the source broke over lines is not a new clause
+        (
+            "A fine is set under sub-section\n(1)\n, and the harbour master may waive it.",
+            ["A fine is set under sub-section (1) , and the harbour master may waive it."],
+        ),
+        (
+            "The rules in clause\n(b)\n. apply at night.",
+            ["The rules in clause (b) . apply at night."],
+        ),
+        # a clause mark that opens a line and its text is one
+        (
+            "The dues are:—\n(a) berthing;\n(b) pilotage.\n(2) Dues are paid monthly.",
+            ["The dues are:—", "(a) berthing;", "(b) pilotage.", "(2) Dues are paid monthly."],
+        ),
+    ],
+)
+def test_sentences_split_at_clauses_not_at_broken_cross_references(
+    text: str, said: list[str]
+) -> None:
+    assert sentences(text) == said
+
+
 def test_complete_sentences_never_ends_mid_sentence() -> None:
     cut = "Yes, a ferry may sail at night [1]. It must then carry two lamps when the"
     assert complete_sentences(cut, cut=True) == "Yes, a ferry may sail at night [1]."

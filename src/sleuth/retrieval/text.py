@@ -42,7 +42,11 @@ ANALYZER_VERSION = 2
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
 _ASCII_TOKEN = re.compile(r"\w+")
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[]?[A-Z0-9(])|\n{2,}|\n(?=\(\w{1,4}\)\s)")
+# a clause mark on a line of its own followed by punctuation is a cross-reference the
+# source broke over lines ("under sub-section\n(1)\n, such Magistrate …"), not a new clause
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?;:])\s+(?=[\"'(\[]?[A-Z0-9(])|\n{2,}|\n(?=\(\w{1,4}\)\s+[^\s,.;:)])"
+)
 
 QUESTION_WORDS = frozenset(
     [
