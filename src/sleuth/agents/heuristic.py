@@ -118,6 +118,21 @@ MODEL_RANK_CHUNKS = 2
 holds its rule)."""
 
 
+def section_relevance(
+    question: str, source_ids: Sequence[str], ctx: RunContext
+) -> dict[str, float]:
+    """``source_id`` → the cross-encoder's relevance to ``question``, in (0, 1), of the best
+    of the section's first :data:`MODEL_RANK_CHUNKS` retrieved chunks (a section's opening
+    holds its rule); ``ctx.scorer`` must be set. Scores are cached by the cross-encoder, so
+    asking again for the same question and sections costs no model call."""
+    pairs = [(sid, c) for sid in source_ids for c in ctx.retrieved[sid][:MODEL_RANK_CHUNKS]]
+    logits = ctx.scorer.logits(question, [c.index_text() for _, c in pairs])
+    best: dict[str, float] = {}
+    for (sid, _), logit in zip(pairs, logits, strict=True):
+        best[sid] = max(best.get(sid, 0.0), sigmoid(logit))
+    return best
+
+
 def _model_ranked(
     question: str, ctx: RunContext, titled: dict[str, float], numbers: set[str]
 ) -> list[str]:
@@ -125,15 +140,7 @@ def _model_ranked(
     the first :data:`MODEL_RANK_CHUNKS`) to ``question``, in (0, 1); a section the question
     names by number (:data:`NAMED_NUMBER_WEIGHT`) or by its whole title
     (:func:`title_named`) still comes first."""
-    pairs = [
-        (sid, chunk)
-        for sid, chunks in ctx.retrieved.items()
-        for chunk in chunks[:MODEL_RANK_CHUNKS]
-    ]
-    logits = ctx.scorer.logits(question, [c.index_text() for _, c in pairs])
-    best: dict[str, float] = {}
-    for (sid, _), logit in zip(pairs, logits, strict=True):
-        best[sid] = max(best.get(sid, 0.0), sigmoid(logit))
+    best = section_relevance(question, list(ctx.retrieved), ctx)
     scored = [
         (sid, relevance + titled[sid] + (NAMED_NUMBER_WEIGHT if _is_named(sid, numbers) else 0))
         for sid, relevance in best.items()
@@ -161,23 +168,23 @@ def set_aside(
     """
     if ctx.scorer is None or threshold <= 0 or len(source_ids) < 2:
         return set()
-    pairs = [(sid, c) for sid in source_ids[1:] for c in ctx.retrieved[sid][:MODEL_RANK_CHUNKS]]
     best = dict.fromkeys(source_ids[1:], 0.0)
     for question in questions:
-        logits = ctx.scorer.logits(question, [c.index_text() for _, c in pairs])
-        for (sid, _), logit in zip(pairs, logits, strict=True):
-            best[sid] = max(best[sid], sigmoid(logit))
+        for sid, p in section_relevance(question, source_ids[1:], ctx).items():
+            best[sid] = max(best[sid], p)
     kept = {source_ids[0], *(sid for sid, p in best.items() if p >= threshold)}
-    links = {sid: linked_sections(sid, ctx) for sid in source_ids}
-    grown = True
-    while grown:  # a chain of links from a bearing section (a 3-hop question's hops) stays
-        joined = {
-            s
-            for s in source_ids
-            if s not in kept and (links[s] & kept or any(s in links[k] for k in kept))
-        }
-        grown = bool(joined)
-        kept |= joined
+    # links count either way; what a kept section reaches through them is kept too (a
+    # 3-hop question's hops)
+    near: dict[str, set[str]] = {sid: set() for sid in source_ids}
+    for sid in source_ids:
+        for other in linked_sections(sid, ctx) & near.keys():
+            near[sid].add(other)
+            near[other].add(sid)
+    frontier = list(kept)
+    while frontier:
+        for other in near[frontier.pop()] - kept:
+            kept.add(other)
+            frontier.append(other)
     return set(source_ids) - kept
 
 
