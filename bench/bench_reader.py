@@ -29,7 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,13 @@ from _common import (
 )
 
 JUDGED = REPO / "bench" / "data" / "statutes_judged.jsonl"
+LAY = (
+    REPO / "bench" / "data" / "statutes_dialogues.jsonl",
+    REPO / "bench" / "data" / "statutes_yes_no.jsonl",
+)
+"""``--set lay``: the first turns of the dialogue set (each under its dialogue's id, so its
+split is the dialogue's) and the held-out yes/no set — natural questions written from the
+acts by others than the reader's authors, in corpus, with gold sections and key facts."""
 RESULTS = REPO / "bench" / "results"
 KEEP = (
     "id",
@@ -73,6 +82,26 @@ KEEP = (
 )
 
 
+def lay_items() -> list[dict[str, Any]]:
+    """The ``--set lay`` questions in the judged set's JSONL form (see :data:`LAY`)."""
+    items = []
+    for path in LAY:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            item = json.loads(line)
+            turn = item["turns"][0] if "turns" in item else item
+            items.append(
+                {
+                    "id": item["id"],
+                    "question": turn["question"],
+                    "gold_source_ids": turn["gold_source_ids"],
+                    "key_facts": turn["key_facts"],
+                    "verdict": item.get("verdict"),
+                    "answer_type": "yes_no" if item.get("verdict") else "",
+                }
+            )
+    return items
+
+
 def compact(record: dict[str, Any], kinds: dict[str, str]) -> dict[str, Any]:
     """The fields of a run record the tables read, plus the question's answer type."""
     row = {k: record.get(k) for k in KEEP}
@@ -88,6 +117,12 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=["guided"], choices=("guided", "react"))
     parser.add_argument("--no-rerank", action="store_true", help="turn the reranker off")
     parser.add_argument("--limit", type=int, help="first N questions of the split")
+    parser.add_argument(
+        "--set",
+        choices=("judged", "lay"),
+        default="judged",
+        help="the judged set, or the dialogue first turns and held-out yes/no questions",
+    )
     parser.add_argument("--data-dir", help="keep the index here (default: a temp dir)")
     parser.add_argument("--out", default=str(RESULTS), help="folder for the JSONL records")
     parser.add_argument(
@@ -106,10 +141,16 @@ def main() -> None:
 
     testing.ALLOW_MODEL_REQUESTS = True
     dataset = load_jsonl(JUDGED, statute_paths(ACTS_3))
-    kinds = {
-        str(item["id"]): item.get("answer_type", "")
-        for item in map(json.loads, JUDGED.read_text(encoding="utf-8").splitlines())
-    }
+    items = list(map(json.loads, JUDGED.read_text(encoding="utf-8").splitlines()))
+    if args.set == "lay":
+        items = lay_items()
+        with tempfile.TemporaryDirectory() as tmp:
+            questions = Path(tmp) / "statutes_lay.jsonl"
+            questions.write_text("".join(json.dumps(i) + "\n" for i in items), encoding="utf-8")
+            # the same corpus, so the judged set's collection (no second ingest)
+            lay = load_jsonl(questions, statute_paths(ACTS_3))
+        dataset = replace(lay, collection=dataset.collection)
+    kinds = {str(item["id"]): item.get("answer_type", "") for item in items}
     rev = commit()
     print_header(
         "bench_reader",
@@ -140,12 +181,14 @@ def main() -> None:
                 t0 = time.perf_counter()
                 run = run_eval(app, dataset, config, prepared=prepared)
                 name = f"reader-{llm.replace(':', '_')}-{mode}-{args.split}"
+                name += "-lay" if args.set == "lay" else ""
                 name += "-norerank" if args.no_rerank else ""
                 path = out_dir / f"{name}.jsonl"
                 meta = {
                     "meta": True,
                     "llm": llm,
                     "mode": mode,
+                    "set": args.set,
                     "split": args.split,
                     "rerank": not args.no_rerank,
                     "prompt_cache_mb": args.prompt_cache_mb,

@@ -85,6 +85,7 @@ def reader_table(files: Sequence[Path], split: str | None = None) -> str:
         rows.append(
             (
                 meta.get("split", "?"),
+                meta.get("set", "judged"),
                 meta.get("llm", "?"),
                 meta.get("mode", "?"),
                 "on" if meta.get("rerank", True) else "off",
@@ -94,11 +95,11 @@ def reader_table(files: Sequence[Path], split: str | None = None) -> str:
         )
     if not rows:
         return "(no results)"
-    keys = list(rows[0][5])
-    head = ["split", "llm", "mode", "rerank", "commit", *keys]
+    keys = list(rows[0][6])
+    head = ["split", "set", "llm", "mode", "rerank", "commit", *keys]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for split, llm, mode, rerank, rev, row in sorted(rows, key=lambda r: r[:4]):
-        values = [split, llm, mode, rerank, f"`{rev}`", *(cell(row[k]) for k in keys)]
+    for split, name, llm, mode, rerank, rev, row in sorted(rows, key=lambda r: r[:5]):
+        values = [split, name, llm, mode, rerank, f"`{rev}`", *(cell(row[k]) for k in keys)]
         lines.append("| " + " | ".join(values) + " |")
     return "\n".join(lines)
 

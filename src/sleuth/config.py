@@ -198,6 +198,13 @@ class Settings(BaseSettings):
         "is the midpoint, in logits, between the most relevant out-of-scope answer and the "
         "least relevant correctly cited one on the judged statute set's dev split",
     )
+    coverage_judge: bool = Field(
+        default=True,
+        description="With a model: when the cross-encoder finds the cited (or first "
+        "retrieved) sections unrelated to the question, ask the model whether they deal "
+        "with it before declining (its log-odds of 'Yes', see sleuth.agents.coverage); "
+        "false: the cross-encoder's verdict stands",
+    )
     rerank_candidates: int = Field(
         default=20, ge=1, le=200, description="Fused chunks the cross-encoder reranks per search"
     )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from sleuth.agents.answer import GeneratedAnswer, capped
+from sleuth.agents.coverage import CoverageJudge
 from sleuth.agents.events import (
     AnswerDeltaEvent,
     AnswerEvent,
@@ -349,6 +350,11 @@ class AgentService:
                 stored=lambda ids: self.kb.chunk_vectors(collection, ids),
                 cross_encoder=self.kb.cross_encoder,
                 coverage_threshold=self.settings.coverage_threshold,
+                coverage_judge=(
+                    CoverageJudge(model)
+                    if model is not None and self.settings.coverage_judge
+                    else None
+                ),
             ),
             self.settings.strict_grounding if strict_grounding is None else strict_grounding,
         )

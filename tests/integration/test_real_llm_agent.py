@@ -264,3 +264,28 @@ def test_qwen_15b_in_process_reads_the_generators_instructions_from_the_prompt_c
     generator = response.trace["token_usage_by_stage"]["generator"]
     assert generator["input_tokens"] > 300
     assert generator["cached_input_tokens"] >= 150  # the instructions (~190 tokens)
+
+
+def test_qwen_15b_in_process_judges_whether_a_section_is_about_a_question() -> None:
+    """The coverage judge's forward pass on the real model: a section about the situation
+    gets higher log-odds of "Yes" than one about something else, and a second judgement
+    with the same instructions does not evaluate them again."""
+    from sleuth.agents.coverage import judge_messages
+
+    model = _local_model()
+    theft = (
+        "Section: Theft\nWhoever, intending to take dishonestly any movable property out of "
+        "the possession of any person without that person's consent, moves that property in "
+        "order to such taking, is said to commit theft."
+    )
+    ferries = (
+        "Section: Licences of ferries\nNo ferry shall carry passengers unless its owner holds "
+        "a licence issued by the port officer."
+    )
+    question = "Someone walked off with my bag while I was not looking. What offence is that?"
+    with testing.block_model_requests(False):
+        about, _ = model.first_token_log_odds(judge_messages(question, theft), "Yes", "No")
+        other, usage = model.first_token_log_odds(judge_messages(question, ferries), "Yes", "No")
+    assert about > other
+    assert about > 0 > other or about - other > 2
+    assert usage["input_token_details"]["cache_read"] >= 20  # the judge's instructions

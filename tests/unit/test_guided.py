@@ -826,6 +826,47 @@ def test_a_word_coverage_decline_is_checked_by_the_cross_encoder(
     assert ("the model reads the evidence" in said) is reads
 
 
+class ConstantJudge:
+    """A model double for the coverage judge: the same log-odds of "Yes" for every prompt."""
+
+    def __init__(self, log_odds: float) -> None:
+        self.log_odds = log_odds
+        self.shown: list[str] = []
+
+    def first_token_log_odds(self, messages: list[Any], yes: str, no: str) -> tuple[float, dict]:
+        self.shown.append(str(messages[-1].content))
+        return self.log_odds, {"input_tokens": 80}
+
+
+@pytest.mark.parametrize(("log_odds", "reads"), [(2.0, True), (-1.5, False)])
+def test_where_the_cross_encoder_finds_nothing_the_model_judges_coverage(
+    app: Sleuth, log_odds: float, reads: bool
+) -> None:
+    """The cross-encoder scores every passage low (a plainly worded question): the model is
+    asked whether the first sections deal with the question; when it finds one that does, it
+    reads the evidence and its answer stands, else the run declines with both scores."""
+    from sleuth.agents.coverage import CoverageJudge
+    from sleuth.agents.support import SupportChecker
+
+    script = AgentScript(final_answer=["Death or imprisonment for life [BNS_S103]."])
+    judge = ConstantJudge(log_odds)
+    checker = SupportChecker(
+        cross_encoder=KeywordScorer("zebra"),  # type: ignore[arg-type]
+        coverage_threshold=0.007,
+        coverage_judge=CoverageJudge(judge),  # type: ignore[arg-type]
+    )
+    result, events, _ = run_guided(
+        app, PARAPHRASED, script.model, llm_agents="auto", checker=checker, max_refinements=0
+    )
+    assert judge.shown and PARAPHRASED in judge.shown[0]
+    assert bool(script.seen["final_answer"]) is reads
+    assert result.answer.is_insufficient_context is not reads
+    said = " ".join(thoughts(events))
+    assert ("but the model judges a section" in said) is reads
+    if reads:
+        assert [c.source_id for c in result.answer.citations][:1] == ["BNS_S103"]
+
+
 def test_without_a_model_a_cross_encoder_answers_with_the_sentences_it_scores_best(
     app: Sleuth,
 ) -> None:

@@ -773,8 +773,10 @@ def off_topic(
     With a cross-encoder and ``checker.coverage_threshold`` above 0, an answer whose cited
     sections hold no sentence that reaches the threshold (:func:`cited_relevance`) rests on
     sections about other matters: the claims may be quoted faithfully (so the support check
-    passes them) while the question is about something the collection does not hold. The
-    reason names the cited sections and the retrieved ones most relevant to the question.
+    passes them) while the question is about something the collection does not hold —
+    unless ``checker.coverage_judge`` (the model, :mod:`sleuth.agents.coverage`) finds a
+    cited section about the question: the cross-encoder misjudges plainly worded questions.
+    The reason names the cited sections and the scores.
     """
     threshold = checker.coverage_threshold if checker is not None else 0.0
     if checker is None or checker.cross_encoder is None or threshold <= 0:
@@ -784,11 +786,21 @@ def off_topic(
     score = cited_relevance(question, answer, ctx, checker.cross_encoder)
     if score is None or score >= threshold:
         return None
-    cited = ", ".join(dict.fromkeys(c.source_id for c in answer.citations))
+    cited_ids = list(dict.fromkeys(c.source_id for c in answer.citations))
+    judge = checker.coverage_judge
+    judged = ""
+    if judge is not None:
+        odds = judge.log_odds(question, cited_ids, ctx, checker.cross_encoder)
+        if odds is not None and odds >= judge.threshold:
+            return None  # the model finds a cited section about the question
+        if odds is not None:
+            judged = f"; the model's judgement {odds:.2f} < {judge.threshold} log-odds"
+    cited = ", ".join(cited_ids)
     return (
         f"Insufficient context: the sections this answer would rest on ({cited}) are about "
         "other matters (cross-encoder relevance to the question "
-        f"{score:.3f} < {threshold}); the knowledge base does not appear to cover this question."
+        f"{score:.3f} < {threshold}{judged}); the knowledge base does not appear to cover "
+        "this question."
     )
 
 

@@ -44,7 +44,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -52,6 +52,9 @@ from sleuth.retrieval.embeddings import Embedder
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.text import digits, latin_share, terms
 from sleuth.types import Chunk
+
+if TYPE_CHECKING:
+    from sleuth.agents.coverage import CoverageJudge
 
 LEXICAL_THRESHOLD = 0.7
 """Share of a claim's content terms that must occur in the cited section."""
@@ -180,6 +183,9 @@ class SupportChecker:
         coverage_threshold: the least cross-encoder relevance to the question of some
             sentence of the cited sections for an answer to stand
             (:func:`~sleuth.agents.finish.off_topic`; 0: not checked).
+        coverage_judge: the model's judgement of coverage
+            (:class:`~sleuth.agents.coverage.CoverageJudge`), asked when the cross-encoder
+            finds the sections unrelated; ``None``: the cross-encoder's verdict stands.
     """
 
     def __init__(
@@ -192,8 +198,10 @@ class SupportChecker:
         cross_encoder: CrossEncoder | None = None,
         cross_encoder_threshold: float = CROSS_ENCODER_THRESHOLD,
         coverage_threshold: float = 0.0,
+        coverage_judge: CoverageJudge | None = None,
     ) -> None:
         self.coverage_threshold = coverage_threshold
+        self.coverage_judge = coverage_judge
         self.embedder = embedder
         self.cross_encoder = cross_encoder
         self.cross_encoder_threshold = cross_encoder_threshold

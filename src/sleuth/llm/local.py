@@ -502,6 +502,64 @@ class LlamaCppChatModel(BaseChatModel):
         call = self._prepare(messages, tools, tool_choice, kwargs)
         return ChatResult(generations=[ChatGeneration(message=self._whole(call, stop))])
 
+    def first_token_log_odds(
+        self, messages: list[BaseMessage], yes: str, no: str
+    ) -> tuple[float, dict[str, Any]]:
+        """How much more the model would open its reply to ``messages`` with ``yes`` than
+        with ``no``: the difference of their first tokens' logits (the log-odds of the two
+        replies, the rest of the vocabulary aside), from one forward pass of the prompt — no
+        token is generated or sampled, so the judgement is as graded as the model is, where
+        its greedy reply would only say which side wins.
+
+        The prompt is the model's own chat template (GGUF ``tokenizer.chat_template``) with
+        the assistant's turn opened; the prefix it shares with the context's current tokens
+        is not evaluated again.
+
+        Returns:
+            ``(log_odds, usage)``: ``usage`` has ``input_tokens`` and
+            ``input_token_details.cache_read`` (tokens kept from the previous call), in the
+            form :meth:`~sleuth.tools.base.RunContext.add_usage` reads.
+
+        Raises:
+            ValueError: the model has no chat template, or the prompt does not fit ``n_ctx``.
+        """
+        llama, lock = _load(self.model_path, self.n_ctx, self.n_threads, self.prompt_cache_mb)
+        llama_cpp = require("llama_cpp", "local", "the local llama.cpp model")
+        template = llama.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ValueError(f"{os.path.basename(self.model_path)} has no chat template")
+
+        def token_text(token: int) -> str:
+            return llama._model.token_get_text(token) if token != -1 else ""
+
+        formatter = llama_cpp.llama_chat_format.Jinja2ChatFormatter(
+            template=template,
+            eos_token=token_text(llama.token_eos()),
+            bos_token=token_text(llama.token_bos()),
+        )
+        prompt = formatter(messages=to_llama_messages(messages, None)).prompt
+        with lock:
+            tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+            if len(tokens) >= self.n_ctx:
+                raise ValueError(f"the prompt ({len(tokens)} tokens) does not fit n_ctx")
+            kept = 0
+            limit = min(int(llama.n_tokens), len(tokens) - 1)  # at least one token evaluated
+            while kept < limit and llama.input_ids[kept] == tokens[kept]:
+                kept += 1
+            llama.n_tokens = kept
+            llama.sleuth_reused = None
+            llama.eval(tokens[kept:])
+            logits = numpy.ctypeslib.as_array(llama._ctx.get_logits(), shape=(llama.n_vocab(),))
+            first = [llama.tokenize(w.encode("utf-8"), add_bos=False)[0] for w in (yes, no)]
+            log_odds = float(logits[first[0]] - logits[first[1]])
+        usage = {
+            "input_tokens": len(tokens),
+            "output_tokens": 0,
+            "total_tokens": len(tokens),
+            "input_token_details": {"cache_read": kept},
+        }
+        return log_odds, usage
+
     def _whole(self, call: _Call, stop: list[str] | None) -> AIMessage:
         """The reply of ``call`` generated to its end, under the model's lock."""
         with call.lock:

@@ -60,6 +60,7 @@ from sleuth.agents.chained import (
     read_hop,
 )
 from sleuth.agents.citations import RemovedCitation, clean_answer_text
+from sleuth.agents.coverage import JUDGED_SECTIONS
 from sleuth.agents.events import (
     AnswerEvent,
     EventEmitter,
@@ -420,9 +421,11 @@ def _overall(rt: _Run, state: GuidedState) -> Verdict:
     the evidence. Without a model the quotes the cross-encoder picks are the answer, and no
     model reads them before they ship: the sentence must reach the cross-encoder's own
     decision boundary (:data:`~sleuth.agents.finish.RECITE_THRESHOLD`, probability 0.5)
-    as well. Below, the run declines as before. (Judged statute set, dev split, no model:
-    at the coverage threshold alone, three of eight out-of-scope questions were answered
-    with quotes of loosely related provisions.)
+    as well. Below, with a model, the model itself judges the first sections
+    (:class:`~sleuth.agents.coverage.CoverageJudge`, when the checker has one): the
+    cross-encoder misreads plainly worded questions. Else the run declines as before.
+    (Judged statute set, dev split, no model: at the coverage threshold alone, three of
+    eight out-of-scope questions were answered with quotes of loosely related provisions.)
     """
     if rt.overall is not None:
         return rt.overall
@@ -454,6 +457,18 @@ def _overall(rt: _Run, state: GuidedState) -> Verdict:
                 + " the evidence.",
                 agent="crag_evaluator",
             )
+        elif rt.model is not None and checker.coverage_judge is not None:
+            judge = checker.coverage_judge
+            odds = judge.log_odds(state.question, top, rt.ctx, checker.cross_encoder)
+            if odds is not None and odds >= judge.threshold:
+                overall = "PARTIAL"
+                rt.think(
+                    "The word-coverage verdict is INSUFFICIENT and the cross-encoder finds "
+                    "no sentence relevant, but the model judges a section of "
+                    f"{', '.join(top[:JUDGED_SECTIONS])} about the question (log-odds "
+                    f"{odds:.2f} ≥ {judge.threshold}): the model reads the evidence.",
+                    agent="crag_evaluator",
+                )
     rt.overall = overall
     return overall
 
