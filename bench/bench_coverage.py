@@ -136,7 +136,7 @@ def main() -> None:
     from sleuth.agents.quotes import sentence_passages
     from sleuth.app import Sleuth
     from sleuth.config import Settings
-    from sleuth.llm.local import LocalChatModel
+    from sleuth.llm.local import LlamaCppChatModel
     from sleuth.llm.models import DEFAULT_LOCAL_MODEL, ensure_model
 
     print_header("bench_coverage", [("split", args.split)])
@@ -147,7 +147,7 @@ def main() -> None:
         app.pipeline.ingest(statute_paths(ACTS_3), COLLECTION)
         scorer = app.kb.cross_encoder
         assert scorer is not None
-        model = LocalChatModel(model_path=str(ensure_model(DEFAULT_LOCAL_MODEL, ddir)))
+        model = LlamaCppChatModel(model_path=str(ensure_model(DEFAULT_LOCAL_MODEL, ddir)))
         for item in items:
             sid = (
                 item["gold"][0]
