@@ -187,6 +187,28 @@ def _load(
         return entry
 
 
+def _chat_formatter(llama: Any, model_path: str) -> Any:
+    """The loaded model's own chat template (GGUF ``tokenizer.chat_template``) as
+    llama-cpp-python's formatter, the assistant's turn opened at the end.
+
+    Raises:
+        ValueError: the model has no chat template.
+    """
+    llama_cpp = require("llama_cpp", "local", "the local llama.cpp model")
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise ValueError(f"{os.path.basename(model_path)} has no chat template")
+
+    def token_text(token: int) -> str:
+        return llama._model.token_get_text(token) if token != -1 else ""
+
+    return llama_cpp.llama_chat_format.Jinja2ChatFormatter(
+        template=template,
+        eos_token=token_text(llama.token_eos()),
+        bos_token=token_text(llama.token_bos()),
+    )
+
+
 def close_models() -> None:
     """Free every loaded model (run at interpreter exit: llama-cpp-python's own finaliser,
     left to module teardown, prints "Exception ignored in Llama.__del__" tracebacks)."""
@@ -524,28 +546,16 @@ class LlamaCppChatModel(BaseChatModel):
             ValueError: the model has no chat template, or the prompt does not fit ``n_ctx``.
         """
         llama, lock = _load(self.model_path, self.n_ctx, self.n_threads, self.prompt_cache_mb)
-        llama_cpp = require("llama_cpp", "local", "the local llama.cpp model")
-        template = llama.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise ValueError(f"{os.path.basename(self.model_path)} has no chat template")
-
-        def token_text(token: int) -> str:
-            return llama._model.token_get_text(token) if token != -1 else ""
-
-        formatter = llama_cpp.llama_chat_format.Jinja2ChatFormatter(
-            template=template,
-            eos_token=token_text(llama.token_eos()),
-            bos_token=token_text(llama.token_bos()),
-        )
+        formatter = getattr(llama, "sleuth_chat_formatter", None)
+        if formatter is None:
+            formatter = llama.sleuth_chat_formatter = _chat_formatter(llama, self.model_path)
         prompt = formatter(messages=to_llama_messages(messages, None)).prompt
         with lock:
             tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
             if len(tokens) >= self.n_ctx:
                 raise ValueError(f"the prompt ({len(tokens)} tokens) does not fit n_ctx")
-            kept = 0
-            limit = min(int(llama.n_tokens), len(tokens) - 1)  # at least one token evaluated
-            while kept < limit and llama.input_ids[kept] == tokens[kept]:
-                kept += 1
+            shared = llama.longest_token_prefix(llama.input_ids[: llama.n_tokens], tokens)
+            kept = min(shared, len(tokens) - 1)  # at least one token evaluated: its logits
             llama.n_tokens = kept
             llama.sleuth_reused = None
             llama.eval(tokens[kept:])
