@@ -149,3 +149,41 @@ def test_the_excerpt_holds_the_title_the_first_sentence_and_the_best_one() -> No
     assert shown.startswith("Section: Assault on a woman")
     assert "applies to public roads" in shown and "complain to the conductor" in shown
     assert "parking meters" not in shown
+
+
+class TitleModel:
+    """A model double whose log-odds of "Yes" depend on the section title it is shown."""
+
+    def __init__(self, by_title: dict[str, float]) -> None:
+        self.by_title = by_title
+        self.shown: list[str] = []
+
+    def first_token_log_odds(
+        self, messages: list[BaseMessage], yes: str, no: str
+    ) -> tuple[float, dict[str, int]]:
+        text = str(messages[-1].content)
+        title = next(t for t in self.by_title if f"Section: {t}\n" in text)
+        self.shown.append(title)
+        return self.by_title[title], {"input_tokens": 50}
+
+
+def titled_run(*titles: str) -> RunContext:
+    ctx = RunContext(collection="c")
+    for n, title in enumerate(titles, 1):
+        ctx.retrieved[f"TC_S{n}"] = [
+            GROPING.model_copy(update={"source_id": f"TC_S{n}", "title_path": ["Test code", title]})
+        ]
+    return ctx
+
+
+def test_a_section_judged_once_in_a_run_is_not_judged_again() -> None:
+    ctx = titled_run("Theft", "Assault on a woman")
+    model = TitleModel({"Theft": -0.3, "Assault on a woman": 2.5})
+    judge = CoverageJudge(model)  # type: ignore[arg-type]
+    assert judge.log_odds(QUESTION, ["TC_S1", "TC_S2"], ctx, OverlapScorer()) == 2.5  # type: ignore[arg-type]
+    # the finish check asks about the second section again: no model call
+    assert judge.log_odds(QUESTION, ["TC_S2"], ctx, OverlapScorer()) == 2.5  # type: ignore[arg-type]
+    assert model.shown == ["Theft", "Assault on a woman"]
+    # another question about the same section is judged anew
+    assert judge.section_log_odds("Who may be arrested?", "TC_S1", ctx, OverlapScorer()) == -0.3  # type: ignore[arg-type]
+    assert len(model.shown) == 3

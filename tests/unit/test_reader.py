@@ -123,6 +123,33 @@ def test_complete_sentences_never_ends_mid_sentence() -> None:
     assert not ends_mid_sentence(complete_sentences(cut, cut=True))
 
 
+def test_an_answer_opens_as_a_sentence() -> None:
+    from sleuth.agents.reader import sentence_opening
+
+    # the statute's own lower-case words given as the short answer
+    assert sentence_opening("imprisonment for a term of two years [1].") == (
+        "Imprisonment for a term of two years [1]."
+    )
+    # the answer sentence skipped: the first supporting point opens the answer
+    assert sentence_opening("- The ferry must carry two lamps [2].\n- It sails by day [1].") == (
+        "The ferry must carry two lamps [2].\n- It sails by day [1]."
+    )
+    assert sentence_opening("-5 degrees is the limit [1].") == "-5 degrees is the limit [1]."
+    assert sentence_opening("") == ""
+
+
+def test_a_model_answer_in_lower_case_words_is_shipped_as_a_sentence() -> None:
+    ctx = ctx_with(
+        chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.", "Ferries")
+    )
+    draft = AnswerDraft(
+        answer_text="a ferry may carry goods at night with two lamps lit [HC_S9].",
+        citations=["HC_S9"],
+    )
+    done = finish_answer("How may a ferry carry goods at night?", draft, ctx, from_model=True)
+    assert done.answer.answer_text.startswith("A ferry may carry goods at night")
+
+
 def test_long_reply_reads_answer_then_points_and_declines() -> None:
     draft = draft_from_long_text(
         "Answer: No, a ferry may not sail in a storm [1].\n- The captain must wait for calm "

@@ -26,6 +26,7 @@ and 0.860).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,9 @@ JUDGED_SECTIONS = 2
 FIRST_CHARS = 350
 BEST_CHARS = 450
 """Characters of the first sentence and of the best-scored sentence shown."""
+CACHED_JUDGEMENTS = 256
+"""Judgements kept per judge, keyed by question, section and excerpt: guided mode's evaluator
+and the finish check may ask about the same section within a run."""
 TEXT_LOG_ODDS = 1.0
 """The log-odds given to a worded "Yes" (and minus it to "No") by a model whose first-token
 scores cannot be read (a server)."""
@@ -99,6 +103,32 @@ class CoverageJudge:
     def __init__(self, model: BaseChatModel, threshold: float = MODEL_COVERAGE_LOG_ODDS):
         self.model = model
         self.threshold = threshold
+        self._judged: OrderedDict[tuple[str, str, str], float | None] = OrderedDict()
+
+    def section_log_odds(
+        self, question: str, source_id: str, ctx: RunContext, scorer: CrossEncoder
+    ) -> float | None:
+        """The model's log-odds that the retrieved section ``source_id`` deals with
+        ``question`` (:func:`excerpt`, ``prompts/coverage_judge.md``); ``None`` when it was
+        not retrieved in this run, shows nothing, or the model gave no usable judgement (a
+        failed call counts as none). Kept for the same question and excerpt
+        (:data:`CACHED_JUDGEMENTS`), so asking again costs no model call."""
+        chunks = ctx.retrieved.get(source_id)
+        shown = excerpt(question, chunks, scorer) if chunks else ""
+        if not shown:
+            return None
+        key = (question, source_id, shown)
+        if key in self._judged:
+            self._judged.move_to_end(key)
+            return self._judged[key]
+        try:
+            value = self._judge(judge_messages(question, shown), ctx)
+        except Exception:  # a judgement is advice: the run goes on without it
+            value = None
+        self._judged[key] = value
+        if len(self._judged) > CACHED_JUDGEMENTS:
+            self._judged.popitem(last=False)
+        return value
 
     def log_odds(
         self, question: str, source_ids: Sequence[str], ctx: RunContext, scorer: CrossEncoder
@@ -109,13 +139,7 @@ class CoverageJudge:
         then stands)."""
         best: float | None = None
         for sid in [s for s in dict.fromkeys(source_ids) if ctx.retrieved.get(s)][:JUDGED_SECTIONS]:
-            shown = excerpt(question, ctx.retrieved[sid], scorer)
-            if not shown:
-                continue
-            try:
-                value = self._judge(judge_messages(question, shown), ctx)
-            except Exception:  # a judgement is advice: the run goes on without it
-                value = None
+            value = self.section_log_odds(question, sid, ctx, scorer)
             if value is not None:
                 best = value if best is None else max(best, value)
             if best is not None and best >= self.threshold:

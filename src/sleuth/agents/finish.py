@@ -20,7 +20,13 @@ from sleuth.agents.heuristic import compose_answer, named_sections
 from sleuth.agents.profile import profile_of
 from sleuth.agents.question import is_multi_part
 from sleuth.agents.quotes import answering_quotes, sentence_passages, with_quotes
-from sleuth.agents.reader import SHORT_ANSWER_WORDS, AnswerKind, answer_kind, complete_sentences
+from sleuth.agents.reader import (
+    SHORT_ANSWER_WORDS,
+    AnswerKind,
+    answer_kind,
+    complete_sentences,
+    sentence_opening,
+)
 from sleuth.agents.scope import decline, not_held, unseen_identifiers
 from sleuth.agents.state import RunStatus
 from sleuth.agents.support import SupportChecker
@@ -613,7 +619,9 @@ def finish_answer(
         report.answer = answer
     if from_model and not answer.is_insufficient_context:
         # citation edits can leave "… [S1]," or a fragment behind: the answer ends a sentence
-        answer.answer_text = complete_sentences(_DANGLING.sub("", answer.answer_text))
+        answer.answer_text = sentence_opening(
+            complete_sentences(_DANGLING.sub("", answer.answer_text))
+        )
     if not require_citations:  # a conversational reply claims nothing from the evidence
         answer.ungrounded_sentences = []
     if error is not None and answer.is_insufficient_context:

@@ -95,6 +95,18 @@ def answer_kind(question: str) -> AnswerKind:
     return "explanation" if _EXPLAIN.search(last) else "fact"
 
 
+def sentence_opening(text: str) -> str:
+    """``text`` opening as a sentence: a list marker before its first words is dropped and
+    their first letter capitalised. A small model may skip the answer sentence and open
+    with its first supporting point ("- The rule states …"), or give a short answer in the
+    statute's own lower-case words ("imprisonment of either description …"), which the
+    answer then begins with."""
+    body = text.lstrip()
+    if body[:1] in ("-", "*", "•") and body[1:2].isspace():
+        body = body[1:].lstrip()
+    return body[:1].upper() + body[1:]
+
+
 def complete_sentences(text: str, cut: bool = False) -> str:
     """``text`` cut back to the end of its last complete sentence (a ``.``, ``!``, ``?`` or
     ``…``, with any closing quotes, brackets and citation markers after it), so that an
