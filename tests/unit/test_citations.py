@@ -462,3 +462,22 @@ def test_a_claim_with_a_number_its_section_does_not_state_is_unsupported() -> No
     assert checker.check(
         scenario, "HC_S9", [rule], given="My ferry had 3 passengers and no lamps. What fine?"
     ).supported
+
+
+def test_a_sub_section_label_states_no_number() -> None:
+    # "(6)" marks a place in the text: "up to 6 hours" is not what the section says
+    rule = Chunk(
+        chunk_id="HC_S12#0",
+        doc_id="code",
+        source_id="HC_S12",
+        title_path=["Harbour Code, 2031", "Section 12. Detention of a ferry."],
+        text="(1) A ferry detained by the harbour master shall be released within twenty-four "
+        "hours. (6) Nothing in this section applies to a ferry in quarantine.",
+        position=0,
+    )
+    checker = SupportChecker()
+    assert checker.check(
+        "A detained ferry is released within 24 hours.", "HC_S12", [rule]
+    ).supported
+    wrong = checker.check("A detained ferry is released within 6 hours.", "HC_S12", [rule])
+    assert not wrong.supported and "6" in wrong.reason()

@@ -1,5 +1,6 @@
-"""``sleuth search`` one row per section, ``sleuth ingest`` that indexes nothing, and a
-model swapped for one of another dimension (hashing embedder, no real model)."""
+"""``sleuth search`` one row per section, ``sleuth read`` one section by id, ``sleuth
+ingest`` that indexes nothing, and a model swapped for one of another dimension (hashing
+embedder, no real model)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,21 @@ def test_search_shows_one_row_per_section_unless_chunks(
     table = runner.invoke(app, args[:-1])
     assert table.exit_code == 0, table.output
     assert table.stdout.count("HANGAR") == 1 and "FIELD" in table.stdout
+
+
+def test_read_prints_the_section_a_citation_points_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    _ingest_airship()
+    _use(monkeypatch)
+    shown = runner.invoke(app, ["read", "HANGAR", "-c", "ships"])
+    assert shown.exit_code == 0, shown.output
+    # the whole section, its chunks joined, under its id and title
+    assert "HANGAR · Airship > Hangar" in shown.stdout
+    assert "propeller number 0 " in shown.stdout and "propeller number 11 " in shown.stdout
+    as_json = runner.invoke(app, ["read", "FIELD", "-c", "ships", "--json"])
+    assert [c["source_id"] for c in json.loads(as_json.stdout)] == ["FIELD"]
+    missing = runner.invoke(app, ["read", "HANGAR_2", "-c", "ships"])
+    assert missing.exit_code != 0
+    assert "no section 'HANGAR_2' in collection 'ships'" in missing.output
 
 
 def test_best_per_section_keeps_the_first_chunk_of_each_and_renumbers() -> None:

@@ -1017,3 +1017,72 @@ def test_the_generator_reads_only_sections_that_bear_on_the_question(app: Sleuth
     assert "BNS_S303" in ctx.retrieved  # theft was retrieved, and set aside
     assert "BNS_S303 set aside" in " ".join(thoughts(events))
     assert not result.answer.is_insufficient_context
+
+
+class LowScorer:
+    """A cross-encoder double unsure of everything: logit −4 (probability 0.018, above the
+    coverage threshold, below the cross-encoder's 0.5) for passages holding ``word``, −8
+    (below the coverage threshold) for the others."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+
+    def logits(self, query: str, passages: list[str]) -> list[float]:
+        return [-4.0 if self.word in p.lower() else -8.0 for p in passages]
+
+
+class TitleJudge:
+    """A coverage-judge model double: log-odds of "Yes" 3 for the section whose title holds
+    ``title``, −1 for any other; the excerpts it was shown."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.shown: list[str] = []
+
+    def first_token_log_odds(self, messages: list[Any], yes: str, no: str) -> tuple[float, dict]:
+        text = str(messages[-1].content)
+        self.shown.append(text)
+        return (3.0 if self.title in text.split("\n", 1)[0] else -1.0), {"input_tokens": 60}
+
+
+@pytest.mark.parametrize(
+    ("scorer", "judged", "reads"),
+    [
+        (LowScorer("culpable"), True, True),  # the cross-encoder unsure: the model is asked
+        (LowScorer("culpable"), False, False),  # no model judgement: the section stays aside
+        (KeywordScorer("murder"), True, False),  # the cross-encoder sure of other sections
+    ],
+)
+def test_a_section_the_cross_encoder_sets_aside_is_read_when_the_model_judges_it_relevant(
+    app: Sleuth, scorer: Any, judged: bool, reads: bool
+) -> None:
+    """The theft section scores below the coverage threshold, so it would be set aside; when
+    no section kept scores at the cross-encoder's own boundary, the model is asked which of
+    those set aside deals with the question, and the one it finds is read."""
+    from sleuth.agents.coverage import CoverageJudge
+    from sleuth.agents.support import SupportChecker
+
+    script = AgentScript(final_answer=["Death or imprisonment for life [BNS_S103]."])
+    judge = TitleJudge("Theft")
+    checker = SupportChecker(
+        cross_encoder=scorer,
+        coverage_threshold=0.007,
+        coverage_judge=CoverageJudge(judge) if judged else None,  # type: ignore[arg-type]
+    )
+    _, events, ctx = run_guided(
+        app,
+        PARAPHRASED,
+        script.model,
+        llm_agents="auto",
+        checker=checker,
+        scorer=scorer,
+        max_refinements=0,
+    )
+    assert "BNS_S303" in ctx.retrieved
+    prompt = str(script.seen["final_answer"][-1][-1].content)
+    assert ("BNS_S303 · " in prompt) is reads
+    said = " ".join(thoughts(events))
+    assert ("BNS_S303 read although the cross-encoder found it unrelated" in said) is reads
+    assert ("BNS_S303 set aside" in said) is not reads
+    if isinstance(scorer, KeywordScorer):
+        assert not any("Section: Theft" in shown for shown in judge.shown)

@@ -282,6 +282,17 @@ def test_a_confirmed_verdict_that_only_restates_the_question_gets_its_rule() -> 
     assert note is not None and note.startswith("confirmed yes, its rule added")
 
 
+def test_a_verdict_given_in_one_sentence_keeps_a_sentence_after_its_rule() -> None:
+    # "Yes, my ferry may …": the verdict word goes before the rule, what followed it is a
+    # sentence of its own, not a lower-case fragment
+    rule = chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.")
+    ctx = ctx_with(rule)
+    checker = SupportChecker(cross_encoder=OverlapScorer())  # type: ignore[arg-type]
+    answer = GeneratedAnswer(answer_text="Yes, my ferry may carry goods at night.", citations=[])
+    fixed, _, _ = _rule_checked("May a ferry carry goods at night?", answer, "Yes", ctx, checker)
+    assert fixed.answer_text.endswith("[HC_S9].\nMy ferry may carry goods at night.")
+
+
 def test_an_answer_without_a_verdict_gets_the_rules() -> None:
     rule = chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.")
     ctx = ctx_with(rule)

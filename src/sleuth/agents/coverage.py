@@ -146,6 +146,22 @@ class CoverageJudge:
                 break
         return best
 
+    def best_section(
+        self, question: str, source_ids: Sequence[str], ctx: RunContext, scorer: CrossEncoder
+    ) -> tuple[str, float] | None:
+        """The section of ``source_ids`` (retrieved in this run, each judged once:
+        :meth:`section_log_odds`) the model finds most about ``question``, with its
+        log-odds, when they reach :attr:`threshold`; else ``None``."""
+        judged = [
+            (sid, value)
+            for sid in dict.fromkeys(source_ids)
+            if (value := self.section_log_odds(question, sid, ctx, scorer)) is not None
+        ]
+        if not judged:
+            return None
+        sid, value = max(judged, key=lambda item: item[1])
+        return (sid, value) if value >= self.threshold else None
+
     def _judge(self, messages: list[BaseMessage], ctx: RunContext) -> float | None:
         scored = getattr(self.model, "first_token_log_odds", None)
         if callable(scored):

@@ -848,7 +848,7 @@ def _rule_checked(
         return answer, short, f"confirmed {rule.verdict}: {why}"
     if said is None or said == rule.verdict:
         # the verdict is followed by the rule it rests on, when the answer does not state it
-        rest = _YES_NO.sub("", answer.answer_text.strip(), count=1).strip()
+        rest = sentence_opening(_YES_NO.sub("", answer.answer_text.strip(), count=1).strip())
         text = rest if states_rule else f"{quoted}\n{rest}".strip()
         note = (
             f"stated {rule.verdict}: {why}"

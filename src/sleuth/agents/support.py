@@ -75,6 +75,8 @@ ANSWER_WORDS = frozenset(["yes", "no", "true", "fals", "correct", "incorrect", "
 
 _NUMBERED = re.compile(r"^\s*(?:[-*•]|\(?\d{1,3}[.)])\s+")
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+_LABEL = re.compile(r"\(\d+[A-Za-z]?\)")
+"""A sub-section or clause label, "(6)" or "(2A)": a place in the text, not a quantity."""
 
 
 @dataclass(frozen=True)
@@ -137,9 +139,11 @@ class Support:
 @lru_cache(maxsize=4096)
 def numbers(text: str) -> frozenset[str]:
     """The numbers ``text`` states, in digits whichever way they are written ("seven years",
-    "7 years" → ``"7"``; "5,000" → ``"5000"``). Cached: a run checks many claims against the
-    same few sections."""
-    return frozenset(n.replace(",", "").rstrip(".") for n in _NUMBER.findall(digits(text)))
+    "7 years" → ``"7"``; "5,000" → ``"5000"``); sub-section labels ("(6) Notwithstanding …")
+    state none, or "up to 6 hours" would pass against any section with six sub-sections.
+    Cached: a run checks many claims against the same few sections."""
+    stated = _LABEL.sub(" ", digits(text))
+    return frozenset(n.replace(",", "").rstrip(".") for n in _NUMBER.findall(stated))
 
 
 def claim_text(sentence: str) -> str:

@@ -39,7 +39,7 @@ from sleuth.cli.demo import DEMO_COLLECTION, DEMO_QUESTION, demo
 from sleuth.cli.eval import eval_app
 from sleuth.cli.ingest import ingest
 from sleuth.cli.migrate import migrate
-from sleuth.cli.search import search
+from sleuth.cli.search import read, search
 from sleuth.cli.serve import LOOPBACK_HOSTS, mcp_server, serve
 from sleuth.cli.users import users_app
 from sleuth.errors import SleuthError
@@ -68,6 +68,7 @@ app = typer.Typer(
 # in the order of `sleuth --help` before the split into modules
 app.command()(ingest)
 app.command()(search)
+app.command()(read)
 app.command()(ask)
 app.command()(chat)
 app.command()(delete)

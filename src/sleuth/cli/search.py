@@ -1,4 +1,5 @@
-"""``sleuth search``: ranked sections (or chunks) of a collection, without the agent.
+"""``sleuth search`` and ``sleuth read``: ranked sections (or chunks) of a collection, and
+one section's text by its source_id (what an answer cites), without the agent.
 
 Imports no agent code: the knowledge base alone answers (and the embedding model only for
 the dense and hybrid modes).
@@ -56,3 +57,33 @@ def search(
             str(h.rank), h.chunk.source_id, f"{h.score:.4f}", f"{h.chunk.heading}\n{snippet}"
         )
     common.stdout_console().print(table)
+
+
+def read(
+    source_id: Annotated[str, typer.Argument(help="A section's source_id, as an answer cites it")],
+    collection: CollectionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print one section of a collection by its source_id (the text a citation points to)."""
+    from sleuth.retrieval.search import join_parts
+
+    common.non_empty(source_id, "source_id")
+    name = common.collection_name(collection)
+    s = common.open_sleuth()
+    try:
+        chunks = s.kb.section(name, source_id.strip())
+    except SleuthError as exc:
+        raise common.fail(str(exc)) from exc
+    finally:
+        s.close()
+    if not chunks:
+        raise common.fail(
+            f"no section '{source_id}' in collection '{name}' (source_ids are listed by "
+            f"`sleuth search QUERY -c {name}`)"
+        )
+    if as_json:
+        typer.echo(json.dumps([c.model_dump() for c in chunks], indent=2, ensure_ascii=False))
+        return
+    console = common.stdout_console()
+    console.print(f"[bold]{chunks[0].source_id}[/bold] · {' > '.join(chunks[0].title_path)}")
+    console.print(join_parts(chunks), markup=False, highlight=False)

@@ -101,6 +101,7 @@ from sleuth.agents.heuristic import (
     compose_parts,
     named_sections,
     rank_sections,
+    section_relevance,
     set_aside,
     with_bridges,
 )
@@ -110,7 +111,7 @@ from sleuth.agents.question import in_context
 from sleuth.agents.quotes import answering_quotes, quoted_draft
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.structured import StructuredResult
-from sleuth.agents.support import SupportChecker
+from sleuth.agents.support import CROSS_ENCODER_THRESHOLD, SupportChecker
 from sleuth.errors import ConfigError, ContextWindowExceeded, ToolError, describe_failure
 from sleuth.llm import calls
 from sleuth.llm.toolcalls import content_parts
@@ -1012,9 +1013,9 @@ def _insufficient(rt: _Run, state: GuidedState) -> AnswerDraft:
     )
     return AnswerDraft(
         answer_text=(
-            "The knowledge base does not contain enough information to answer this question"
+            "No section retrieved answers this question"
             + (f" (missing: {gaps})" if gaps else "")
-            + f". The closest sections found ({closest}) do not cover it."
+            + f": the closest found ({closest}) do not cover it."
         ),
         is_insufficient_context=True,
     )
@@ -1096,6 +1097,7 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
             rt.ctx,
             checker.coverage_threshold if checker is not None else 0.0,
         )
+        aside -= _rescued(rt, state.question, [e.source_id for e in found], aside)
         found = [e for e in found if e.source_id not in aside]
         evidence = [
             *focused_evidence(state.question, found[:GENERATION_SECTIONS], rt.ctx.scorer),
@@ -1145,6 +1147,39 @@ def generate(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
         )
     rt.timed("generate", started)
     return {"draft": draft}
+
+
+def _rescued(rt: _Run, question: str, ranked: list[str], aside: set[str]) -> set[str]:
+    """The section set aside for the cross-encoder's low scores that the model, judging
+    coverage (:meth:`~sleuth.agents.coverage.CoverageJudge.best_section`), finds most about
+    the question — at most one, among the generator's first
+    :data:`~sleuth.agents.generation.GENERATION_SECTIONS`, asked only when no section kept
+    there reaches the cross-encoder's own decision boundary
+    (:data:`~sleuth.agents.support.CROSS_ENCODER_THRESHOLD`): where it finds an answering
+    section the cross-encoder can be trusted to set the others aside; where it finds none
+    (a plainly worded question: "my neighbour hit me with an iron rod") it scores the
+    section that answers like the rest. Empty without a judge or a cross-encoder."""
+    checker = rt.checker
+    judge = checker.coverage_judge if checker is not None else None
+    scorer = rt.ctx.scorer
+    head = ranked[:GENERATION_SECTIONS]
+    candidates = [sid for sid in head if sid in aside]
+    if judge is None or scorer is None or not candidates:
+        return set()
+    kept = [sid for sid in head if sid not in aside]
+    relevance = section_relevance(question, kept, rt.ctx) if kept else {}
+    if any(p >= CROSS_ENCODER_THRESHOLD for p in relevance.values()):
+        return set()
+    best = judge.best_section(question, candidates, rt.ctx, scorer)
+    if best is None:
+        return set()
+    sid, log_odds = best
+    rt.think(
+        f"{sid} read although the cross-encoder found it unrelated: the model judges it "
+        f"about the question (log-odds {log_odds:.2f} ≥ {judge.threshold}).",
+        agent="generator",
+    )
+    return {sid}
 
 
 def _chained(rt: _Run, state: GuidedState) -> AnswerDraft | None:
