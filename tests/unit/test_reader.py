@@ -135,6 +135,8 @@ def test_an_answer_opens_as_a_sentence() -> None:
         "The ferry must carry two lamps [2].\n- It sails by day [1]."
     )
     assert sentence_opening("-5 degrees is the limit [1].") == "-5 degrees is the limit [1]."
+    assert sentence_opening("Yes. the ferry may sail [1].") == "Yes. The ferry may sail [1]."
+    assert sentence_opening("No, the ferry may not sail [1].") == "No, the ferry may not sail [1]."
     assert sentence_opening("") == ""
 
 

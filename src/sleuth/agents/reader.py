@@ -100,11 +100,15 @@ def sentence_opening(text: str) -> str:
     their first letter capitalised. A small model may skip the answer sentence and open
     with its first supporting point ("- The rule states …"), or give a short answer in the
     statute's own lower-case words ("imprisonment of either description …"), which the
-    answer then begins with."""
+    answer then begins with; the same after an opening "Yes." or "No."."""
     body = text.lstrip()
     if body[:1] in ("-", "*", "•") and body[1:2].isspace():
         body = body[1:].lstrip()
-    return body[:1].upper() + body[1:]
+    body = body[:1].upper() + body[1:]
+    verdict, _, rest = body.partition(" ")
+    if verdict in ("Yes.", "No.") and rest:  # "Yes. the man is committing a crime"
+        return f"{verdict} {sentence_opening(rest)}"
+    return body
 
 
 def complete_sentences(text: str, cut: bool = False) -> str:
