@@ -434,15 +434,24 @@ def test_secrets_are_masked_in_events_and_short_test_keys_count() -> None:
     assert emitter.events[0].seq == 1
 
 
-def test_a_claim_with_a_number_its_section_does_not_state_is_unsupported() -> None:
-    rule = Chunk(
-        chunk_id="HC_S9#0",
+def harbour_section(number: int, title: str, text: str) -> Chunk:
+    """A section of the (invented) Harbour Code, 2031, as one chunk."""
+    return Chunk(
+        chunk_id=f"HC_S{number}#0",
         doc_id="code",
-        source_id="HC_S9",
-        title_path=["Harbour Code, 2031", "Section 9. Ferries at night."],
-        text="A ferry that sails at night without two lamps lit shall pay a fine of five "
-        "thousand rupees, or 7,500 rupees when it carries passengers.",
+        source_id=f"HC_S{number}",
+        title_path=["Harbour Code, 2031", f"Section {number}. {title}"],
+        text=text,
         position=0,
+    )
+
+
+def test_a_claim_with_a_number_its_section_does_not_state_is_unsupported() -> None:
+    rule = harbour_section(
+        9,
+        "Ferries at night.",
+        "A ferry that sails at night without two lamps lit shall pay a fine of five "
+        "thousand rupees, or 7,500 rupees when it carries passengers.",
     )
     checker = SupportChecker()
     said = "A ferry without two lamps lit at night pays a fine of 5,000 rupees."
@@ -466,14 +475,11 @@ def test_a_claim_with_a_number_its_section_does_not_state_is_unsupported() -> No
 
 def test_a_sub_section_label_states_no_number() -> None:
     # "(6)" marks a place in the text: "up to 6 hours" is not what the section says
-    rule = Chunk(
-        chunk_id="HC_S12#0",
-        doc_id="code",
-        source_id="HC_S12",
-        title_path=["Harbour Code, 2031", "Section 12. Detention of a ferry."],
-        text="(1) A ferry detained by the harbour master shall be released within twenty-four "
+    rule = harbour_section(
+        12,
+        "Detention of a ferry.",
+        "(1) A ferry detained by the harbour master shall be released within twenty-four "
         "hours. (6) Nothing in this section applies to a ferry in quarantine.",
-        position=0,
     )
     checker = SupportChecker()
     assert checker.check(
