@@ -187,3 +187,13 @@ def test_a_section_judged_once_in_a_run_is_not_judged_again() -> None:
     # another question about the same section is judged anew
     assert judge.section_log_odds("Who may be arrested?", "TC_S1", ctx, OverlapScorer()) == -0.3  # type: ignore[arg-type]
     assert len(model.shown) == 3
+
+
+def test_a_model_answering_in_words_gives_the_first_section_it_says_yes_to() -> None:
+    ctx = titled_run("Theft", "Assault on a woman", "Forgery")
+    model = ScriptedChatModel([final("No"), final("Yes"), final("Yes")])
+    best = CoverageJudge(model).best_section(
+        QUESTION, ["TC_S1", "TC_S2", "TC_S3"], ctx, OverlapScorer()
+    )  # type: ignore[arg-type]
+    assert best == ("TC_S2", 1.0)
+    assert len(model.calls) == 2  # a worded "Yes" cannot be outdone: the third is not asked

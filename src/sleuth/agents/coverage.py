@@ -151,12 +151,17 @@ class CoverageJudge:
     ) -> tuple[str, float] | None:
         """The section of ``source_ids`` (retrieved in this run, each judged once:
         :meth:`section_log_odds`) the model finds most about ``question``, with its
-        log-odds, when they reach :attr:`threshold`; else ``None``."""
-        judged = [
-            (sid, value)
-            for sid in dict.fromkeys(source_ids)
-            if (value := self.section_log_odds(question, sid, ctx, scorer)) is not None
-        ]
+        log-odds, when they reach :attr:`threshold`; else ``None``. Ties go to the section
+        given first; so a model that answers in words (every "Yes" is
+        :data:`TEXT_LOG_ODDS`) is asked no further after its first "Yes"."""
+        worded = not callable(getattr(self.model, "first_token_log_odds", None))
+        judged: list[tuple[str, float]] = []
+        for sid in dict.fromkeys(source_ids):
+            value = self.section_log_odds(question, sid, ctx, scorer)
+            if value is not None:
+                judged.append((sid, value))
+                if worded and value >= TEXT_LOG_ODDS:
+                    break
         if not judged:
             return None
         sid, value = max(judged, key=lambda item: item[1])
