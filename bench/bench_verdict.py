@@ -15,9 +15,16 @@ sentence, every "not" a cue: the reader before clause focus) and ``clause`` (the
 reader: the clause the cross-encoder finds most relevant, bounds such as "not less than" not
 counted). Reported per set and split: how often a verdict is given, and how often a given
 verdict agrees with the gold one. Records go to ``bench/results/verdict-<split>.jsonl``.
-No LLM; run it alone (2 cores), ~2 min with a kept index.
+No LLM by default; run it alone (2 cores), ~2 min with a kept index.
 
-    python bench/bench_verdict.py --split all --data-dir /tmp/sleuth-bench
+With ``--llm local`` the model's reading is added (``model``:
+:func:`sleuth.agents.verdict.judged_verdict` on the first section of each order, one forward
+pass each): its log-odds of Yes over No, read as Yes at or above
+:data:`~sleuth.agents.verdict.JUDGED_YES_LOG_ODDS`, No at or below
+:data:`~sleuth.agents.verdict.JUDGED_NO_LOG_ODDS`, no verdict between — the bands within
+which a run's answer keeps its own verdict. ~3 min more.
+
+    python bench/bench_verdict.py --split all --data-dir /tmp/sleuth-bench [--llm local]
 """
 
 from __future__ import annotations
@@ -68,13 +75,23 @@ def questions(split: str) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    args = split_parser(__doc__, "all").parse_args()
+    parser = split_parser(__doc__, "all")
+    parser.add_argument("--llm", help="also read the verdict with this model (e.g. local)")
+    args = parser.parse_args()
 
     from sleuth.agents.finish import RULE_SECTIONS
     from sleuth.agents.support import CROSS_ENCODER_THRESHOLD
-    from sleuth.agents.verdict import rule_verdict
+    from sleuth.agents.verdict import (
+        JUDGED_NO_LOG_ODDS,
+        JUDGED_YES_LOG_ODDS,
+        judged_verdict,
+        rule_verdict,
+    )
     from sleuth.app import Sleuth
     from sleuth.config import Settings
+    from sleuth.llm import testing
+    from sleuth.llm.factory import make_chat_model
+    from sleuth.tools.base import RunContext
 
     print_header("bench_verdict", [("split", args.split)])
     items = questions(args.split)
@@ -84,6 +101,10 @@ def main() -> None:
         app.pipeline.ingest(statute_paths(ACTS_3), COLLECTION)
         scorer = app.kb.cross_encoder
         assert scorer is not None
+        model = None
+        if args.llm:
+            testing.ALLOW_MODEL_REQUESTS = True
+            model = make_chat_model(Settings(data_dir=ddir, llm=args.llm))
         for item in items:
             hits = app.kb.search_sections(COLLECTION, item["question"], k=10)
             ranked = [h.chunk.source_id for h in hits]
@@ -111,6 +132,23 @@ def main() -> None:
                         "read": rule.clause[:200],
                     }
                 )
+            if model is not None:
+                row["model"] = {}
+                for order_name, order in (("gold", item["gold_source_ids"]), ("ranked", ranked)):
+                    ctx = RunContext(collection=COLLECTION)
+                    sid = order[0]
+                    ctx.retrieved[sid] = app.kb.section(COLLECTION, sid)
+                    value = judged_verdict(item["question"], sid, ctx, model, scorer)
+                    verdict = None
+                    if value is not None and value >= JUDGED_YES_LOG_ODDS:
+                        verdict = "yes"
+                    elif value is not None and value <= JUDGED_NO_LOG_ODDS:
+                        verdict = "no"
+                    row["model"][order_name] = {
+                        "source_id": sid,
+                        "log_odds": None if value is None else round(value, 3),
+                        "verdict": verdict,
+                    }
             records.append(row)
     path = write_records(args.out, f"verdict-{args.split}.jsonl", records)
     print(f"{len(records)} yes/no questions -> {path}\n")

@@ -133,7 +133,8 @@ def rerank_table(files: Sequence[Path]) -> str:
 def verdict_table(files: Sequence[Path]) -> str:
     """The yes/no verdict reader alone, from ``bench/results/verdict-<split>.jsonl``
     (written by bench_verdict.py): per set, split, sections read and reading, the
-    verdicts given and the share agreeing with the gold verdict (of those given, of all)."""
+    verdicts given and the share agreeing with the gold verdict (of those given, of all); with
+    ``--llm``, the model's reading of each order's first section (``model (bands)``)."""
     lines = [
         "| set | split | questions | sections read | reading | verdict given | "
         "agrees (of given) | agrees (of all) |",
@@ -155,6 +156,17 @@ def verdict_table(files: Sequence[Path]) -> str:
                     lines.append(
                         f"| {name} | {split} | {len(group)} | {order} | {reading} | "
                         f"{len(given)} | {of_given} | {agree / len(group):.2f} |"
+                    )
+                read = [
+                    (r["model"][order]["verdict"], r["verdict"]) for r in group if r.get("model")
+                ]
+                if read:
+                    said = [(mine, gold) for mine, gold in read if mine]
+                    agree = sum(1 for mine, gold in said if mine == gold)
+                    of_given = f"{agree / len(said):.2f}" if said else "—"
+                    lines.append(
+                        f"| {name} | {split} | {len(group)} | {order} | model (bands) | "
+                        f"{len(said)} | {of_given} | {agree / len(group):.2f} |"
                     )
     return "\n".join(lines) if len(lines) > 2 else "(no results)"
 

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 import pytest
 
 from sleuth.agents.answer import AnswerDraft, Citation, GeneratedAnswer
+from sleuth.agents.coverage import CoverageJudge
 from sleuth.agents.drafting import draft_from_long_text
 from sleuth.agents.finish import (
     BRIDGED,
+    _judge_checked,
     _rule_checked,
     finish_answer,
     off_topic,
@@ -265,6 +267,86 @@ def test_a_yes_that_contradicts_its_rule_is_overturned() -> None:
     assert fixed.answer_text.startswith("No. No ferry shall carry passengers")
     assert "[HC_S4]" in fixed.answer_text
     assert note is not None and note.startswith("yes overturned to no")
+
+
+class VerdictModel:
+    """A model double that scores its first token: a fixed log-odds of "Yes" over "No"."""
+
+    def __init__(self, log_odds: float) -> None:
+        self.log_odds = log_odds
+        self.prompts: list[str] = []
+
+    def first_token_log_odds(self, messages: list, yes: str, no: str) -> tuple[float, dict]:
+        assert (yes, no) == ("Yes", "No")
+        self.prompts.append(str(messages[-1].content))
+        return self.log_odds, {"input_tokens": 120, "output_tokens": 0}
+
+
+# the parity reader errs on this kind of rule: its most relevant clause negates ("no
+# immediate prospect") while the rule answers Yes (the court proceeds)
+ABSCONDED = chunk(
+    "HC_S31",
+    "When a captain has absconded to evade trial and there is no immediate prospect of "
+    "arresting him, the Court shall proceed with the trial as if he was present.",
+    title="Trial of an absconding captain",
+)
+ABSCONDED_Q = "Can the trial of a captain who has absconded go ahead?"
+
+
+def judged(log_odds: float, text: str) -> tuple[GeneratedAnswer, str | None, str | None]:
+    checker = SupportChecker(
+        cross_encoder=OverlapScorer(),  # type: ignore[arg-type]
+        coverage_judge=CoverageJudge(VerdictModel(log_odds)),  # type: ignore[arg-type]
+    )
+    answer = GeneratedAnswer(answer_text=text, citations=[Citation(source_id="HC_S31", number=1)])
+    return _judge_checked(ABSCONDED_Q, answer, None, ctx_with(ABSCONDED), checker)
+
+
+def test_a_verdict_the_model_reads_confidently_the_other_way_is_overturned() -> None:
+    fixed, short, note = judged(2.3, "No. The captain cannot be tried in his absence [HC_S31].")
+    assert short == "Yes"
+    assert fixed.answer_text.startswith("Yes. When a captain has absconded")
+    assert fixed.answer_text.endswith("[HC_S31].")
+    assert "cannot be tried" not in fixed.answer_text
+    assert note is not None and note.startswith("no overturned to yes")
+    fixed, short, note = judged(-0.9, "Yes. The trial goes ahead [HC_S31].")
+    assert short == "No" and fixed.answer_text.startswith("No. When a captain")
+
+
+def test_a_verdict_the_model_reads_weakly_the_other_way_stands() -> None:
+    # the small model leans to Yes: a weak Yes is no evidence against a No
+    fixed, short, note = judged(0.8, "No. The captain cannot be tried in his absence [HC_S31].")
+    assert short is None and fixed.answer_text.startswith("No. The captain")
+    assert note is not None and note.startswith("kept no")
+    fixed, _, note = judged(0.0, "Yes. The trial goes ahead [HC_S31].")
+    assert fixed.answer_text == "Yes. The trial goes ahead [HC_S31]."
+
+
+def test_the_verdict_judge_reads_the_cited_section_and_needs_a_scoring_model() -> None:
+    model = VerdictModel(2.0)
+    checker = SupportChecker(
+        cross_encoder=OverlapScorer(),  # type: ignore[arg-type]
+        coverage_judge=CoverageJudge(model),  # type: ignore[arg-type]
+    )
+    answer = GeneratedAnswer(
+        answer_text="No. It cannot [HC_S31].", citations=[Citation(source_id="HC_S31", number=1)]
+    )
+    ctx = ctx_with(ABSCONDED)
+    _judge_checked(ABSCONDED_Q, answer, None, ctx, checker)
+    assert len(model.prompts) == 1
+    assert (
+        "Section: Trial of an absconding captain\nWhen a captain has absconded"
+        in (model.prompts[0])
+    )
+    assert ABSCONDED_Q in model.prompts[0]
+    assert ctx.usage_by_stage["verdict"]["input_tokens"] == 120
+    # a model behind a server (no first-token scores): no judgement, the answer stands
+    worded = SupportChecker(
+        cross_encoder=OverlapScorer(),  # type: ignore[arg-type]
+        coverage_judge=CoverageJudge(object()),  # type: ignore[arg-type]
+    )
+    same, short, note = _judge_checked(ABSCONDED_Q, answer, None, ctx_with(ABSCONDED), worded)
+    assert same is answer and short is None and note is None
 
 
 def test_a_confirmed_verdict_that_only_restates_the_question_gets_its_rule() -> None:

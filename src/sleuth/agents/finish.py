@@ -19,7 +19,12 @@ from sleuth.agents.comparison import check_yes_no
 from sleuth.agents.heuristic import compose_answer, named_sections
 from sleuth.agents.profile import profile_of
 from sleuth.agents.question import is_multi_part
-from sleuth.agents.quotes import answering_quotes, sentence_passages, with_quotes
+from sleuth.agents.quotes import (
+    answering_quotes,
+    best_sentences,
+    sentence_passages,
+    with_quotes,
+)
 from sleuth.agents.reader import (
     SHORT_ANSWER_WORDS,
     AnswerKind,
@@ -30,7 +35,12 @@ from sleuth.agents.reader import (
 from sleuth.agents.scope import decline, not_held, unseen_identifiers
 from sleuth.agents.state import RunStatus
 from sleuth.agents.support import SupportChecker
-from sleuth.agents.verdict import rule_verdict
+from sleuth.agents.verdict import (
+    JUDGED_NO_LOG_ODDS,
+    JUDGED_YES_LOG_ODDS,
+    judged_verdict,
+    rule_verdict,
+)
 from sleuth.retrieval.hops import main_title
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
@@ -593,6 +603,8 @@ def finish_answer(
         short, checked = _checked_yes_no(question, short, ctx)
     if checked is None and not answer.is_insufficient_context and kind == "yes_no":
         answer, short, checked = _rule_checked(question, answer, short, ctx, checker)
+        answer, short, judged = _judge_checked(question, answer, short, ctx, checker)
+        checked = "; ".join(note for note in (checked, judged) if note) or None
     if short and not answer.is_insufficient_context:
         if not _short_supported(question, short, answer, ctx):
             if strict_grounding:
@@ -875,6 +887,54 @@ def _rule_checked(
         }
     )
     return fixed, verdict, note
+
+
+def _judge_checked(
+    question: str,
+    answer: GeneratedAnswer,
+    short: str | None,
+    ctx: RunContext,
+    checker: SupportChecker | None,
+) -> tuple[GeneratedAnswer, str | None, str | None]:
+    """A yes/no answer's verdict read again by the model on the section it cites first
+    (:func:`~sleuth.agents.verdict.judged_verdict`): ``(answer, short answer, trace note)``.
+
+    Where the model's log-odds lie beyond the verdict it contradicts
+    (:data:`~sleuth.agents.verdict.JUDGED_YES_LOG_ODDS` /
+    :data:`~sleuth.agents.verdict.JUDGED_NO_LOG_ODDS`), the answer becomes the other verdict
+    and that section's sentence the cross-encoder finds most relevant, cited (its other
+    sentences argued the overturned verdict; the answering quotes follow it as for any
+    answer). Unchanged without a coverage judge (the model) or a cross-encoder, when the
+    answer states no verdict or cites no retrieved section, or when the judgement stays
+    between the bands."""
+    judge = checker.coverage_judge if checker is not None else None
+    scorer = checker.cross_encoder if checker is not None else None
+    said = stated_verdict(short or answer.answer_text)
+    cited = [c.source_id for c in answer.citations if ctx.retrieved.get(c.source_id)]
+    if judge is None or scorer is None or said is None or not cited:
+        return answer, short, None
+    sid = cited[0]
+    log_odds = judged_verdict(question, sid, ctx, judge.model, scorer)
+    if log_odds is None:
+        return answer, short, None
+    why = f"the model reading {sid}: log-odds of Yes {log_odds:.2f}"
+    if said == "no" and log_odds >= JUDGED_YES_LOG_ODDS:
+        verdict = "yes"
+    elif said == "yes" and log_odds <= JUDGED_NO_LOG_ODDS:
+        verdict = "no"
+    else:
+        return answer, short, f"kept {said}: {why}"
+    best = best_sentences(question, [sid], ctx, scorer)
+    body = f"{verdict.capitalize()}. {best[0].cited() if best else ''}".strip()
+    fixed = answer.model_copy(
+        update={
+            "answer_text": body,
+            "short_answer": verdict.capitalize(),
+            "citations": [c for c in answer.citations if c.source_id == sid],
+            "ungrounded_sentences": [],
+        }
+    )
+    return fixed, verdict.capitalize(), f"{said} overturned to {verdict}: {why}"
 
 
 def stated_verdict(text: str) -> str | None:
