@@ -349,6 +349,26 @@ def test_the_verdict_judge_reads_the_cited_section_and_needs_a_scoring_model() -
     assert same is answer and short is None and note is None
 
 
+def test_a_comparison_is_not_judged_on_one_section() -> None:
+    model = VerdictModel(-2.0)
+    checker = SupportChecker(
+        cross_encoder=OverlapScorer(),  # type: ignore[arg-type]
+        coverage_judge=CoverageJudge(model),  # type: ignore[arg-type]
+    )
+    ctx = ctx_with(
+        chunk("HC_S40", "The Gull is a ferry built in Harbour Town.", title="The Gull"),
+        chunk("HC_S41", "The Tern is a ferry built in Harbour Town.", title="The Tern"),
+    )
+    answer = GeneratedAnswer(
+        answer_text="Yes. Both were built in Harbour Town [HC_S40].",
+        citations=[Citation(source_id="HC_S40", number=1)],
+    )
+    same, _, note = _judge_checked(
+        "Were The Gull and The Tern both built in Harbour Town?", answer, None, ctx, checker
+    )
+    assert same is answer and note is None and model.prompts == []
+
+
 def test_a_confirmed_verdict_that_only_restates_the_question_gets_its_rule() -> None:
     rule = chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.")
     ctx = ctx_with(rule)

@@ -15,7 +15,7 @@ from sleuth.agents.citations import (
     section_citation,
     validate_citations,
 )
-from sleuth.agents.comparison import check_yes_no
+from sleuth.agents.comparison import check_yes_no, named_entities
 from sleuth.agents.heuristic import compose_answer, named_sections
 from sleuth.agents.profile import profile_of
 from sleuth.agents.question import is_multi_part
@@ -905,13 +905,16 @@ def _judge_checked(
     and that section's sentence the cross-encoder finds most relevant, cited (its other
     sentences argued the overturned verdict; the answering quotes follow it as for any
     answer). Unchanged without a coverage judge (the model) or a cross-encoder, when the
-    answer states no verdict or cites no retrieved section, or when the judgement stays
-    between the bands."""
+    answer states no verdict or cites no retrieved section, when the question names two or
+    more retrieved sections (a comparison, :func:`~sleuth.agents.comparison.named_entities`:
+    one section cannot decide it), or when the judgement stays between the bands."""
     judge = checker.coverage_judge if checker is not None else None
     scorer = checker.cross_encoder if checker is not None else None
     said = stated_verdict(short or answer.answer_text)
     cited = [c.source_id for c in answer.citations if ctx.retrieved.get(c.source_id)]
     if judge is None or scorer is None or said is None or not cited:
+        return answer, short, None
+    if len(named_entities(question, ctx)) >= 2:
         return answer, short, None
     sid = cited[0]
     log_odds = judged_verdict(question, sid, ctx, judge.model, scorer)
