@@ -302,9 +302,11 @@ def main() -> None:
     )
     verdicts = verdict_table(sorted(RESULTS.glob("verdict-*.jsonl")))
     verdict_intro = (
-        '\n\nThe yes/no verdict reader alone (`bench/bench_verdict.py`, no LLM; "sentence": '
+        '\n\nThe yes/no verdict readers alone (`bench/bench_verdict.py`; "sentence": '
         'negation parity over the whole rule sentence, the earlier reader; "clause": the '
-        "clause that answers, bounds not counted):\n\n"
+        'clause that answers, bounds not counted; "model (bands)": the local 1.5B model\'s '
+        "log-odds of Yes on the order's first section, a verdict only beyond the bands, "
+        "`--llm local`):\n\n"
     )
     realllm_files = sorted(RESULTS.glob("realllm-*.jsonl"))
     realllm_intro = (
