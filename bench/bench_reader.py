@@ -79,6 +79,8 @@ KEEP = (
     "latency_s",
     "timings_ms",
     "tokens",
+    "tokens_by_stage",
+    "yes_no_check",
 )
 
 

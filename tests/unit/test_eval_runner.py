@@ -155,6 +155,9 @@ def test_guided_runs_are_calibrated(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     run = run_eval(app, dataset(MURDER), EvalConfig(mode="guided", limit=1))
     assert run.records[0]["crag"], "a guided run has CRAG rounds"
+    # no model: no tokens per stage; not a yes/no question: no verdict check
+    assert run.records[0]["tokens_by_stage"] == {}
+    assert run.records[0]["yes_no_check"] is None
     assert run.summary["crag_calibration"][-1]["verdict"] == "all"
     assert "## CRAG verdict calibration (guided)" in markdown_report(run)
     app.close()

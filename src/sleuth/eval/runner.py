@@ -212,6 +212,10 @@ def score_run(
         # where the run's time went, per stage (guided: retrieve, generate, repair, …)
         "timings_ms": trace.get("timings_ms") or {},
         "tokens": tokens,
+        # the model's tokens per stage (generator, coverage, verdict, …): where a run's
+        # prompt evaluation went
+        "tokens_by_stage": trace.get("token_usage_by_stage") or {},
+        "yes_no_check": trace.get("yes_no_check"),
         "cost_usd": _cost(tokens, config),
         "error": trace.get("error") or _status_error(response),
     }
