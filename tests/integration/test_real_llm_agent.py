@@ -289,3 +289,25 @@ def test_qwen_15b_in_process_judges_whether_a_section_is_about_a_question() -> N
     assert about > other
     assert about > 0 > other or about - other > 2
     assert usage["input_token_details"]["cache_read"] >= 20  # the judge's instructions
+
+
+def test_qwen_15b_in_process_reads_a_yes_no_verdict_off_a_section() -> None:
+    """The verdict judge's forward pass on the real model: the same question read on a
+    section that permits the act gets higher log-odds of "Yes" than on one that forbids it."""
+    from sleuth.agents.verdict import judge_messages
+
+    model = _local_model()
+    question = "May a ferry carry passengers at night?"
+    permits = (
+        "Section: Night sailings\nA ferry may carry passengers at night when two lamps are "
+        "lit on its deck."
+    )
+    forbids = (
+        "Section: Night sailings\nNo ferry shall carry passengers at night, whatever lamps "
+        "are lit on its deck."
+    )
+    with testing.block_model_requests(False):
+        yes, _ = model.first_token_log_odds(judge_messages(question, permits), "Yes", "No")
+        no, _ = model.first_token_log_odds(judge_messages(question, forbids), "Yes", "No")
+    assert yes > no
+    assert yes - no > 1.0
