@@ -69,11 +69,11 @@ JUDGED_NO_LOG_ODDS = -0.2
 """The model's log-odds of "Yes" over "No" (:func:`judged_verdict`) at or above which it
 overturns an answer's No, and at or below which it overturns a Yes; between them the answer's
 verdict stands. The 1.5B model leans to Yes: on the 25 ``dev`` yes/no questions of the judged
-and held-out sets, read on the section the local run's answer cites first, its log-odds
-ranged 0.05–2.31 where the gold verdict is Yes and −0.37–0.67 where it is No, so a Yes it
-gives weakly is no evidence against a No. Chosen on those ``dev`` records: beyond the bands
-every judgement agreed with the gold verdict, and the two answers they would overturn were
-both wrong (17 → 19 of 25 right)."""
+and held-out sets, read on the section the local run's answer cites first (records of
+``e8f4bd8`` and ``8ad40e8``), its log-odds ranged 0.06–2.40 where the gold verdict is Yes and
+−0.39–0.98 where it is No, so a Yes it gives weakly is no evidence against a No. Chosen on
+those ``dev`` records: beyond the bands every judgement agreed with the gold verdict, and the
+two answers they would overturn were both wrong (17 → 19 of 25 right)."""
 
 
 @dataclass(frozen=True)
