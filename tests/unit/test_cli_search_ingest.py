@@ -99,6 +99,11 @@ def test_read_prints_the_section_a_citation_points_to(monkeypatch: pytest.Monkey
     missing = runner.invoke(app, ["read", "HANGAR_2", "-c", "ships"])
     assert missing.exit_code != 0
     assert "no section 'HANGAR_2' in collection 'ships'" in missing.output
+    # a collection that does not exist is named as such, not as a missing section
+    nowhere = runner.invoke(app, ["read", "HANGAR", "-c", "boats"])
+    assert nowhere.exit_code != 0
+    assert "collection 'boats' does not exist (collections: ships)" in nowhere.output
+    assert "Traceback" not in nowhere.output
 
 
 def test_best_per_section_keeps_the_first_chunk_of_each_and_renumbers() -> None:

@@ -72,6 +72,8 @@ def read(
     s = common.open_sleuth()
     try:
         chunks = s.kb.section(name, source_id.strip())
+        if not chunks:
+            s.kb.index(name)  # no such collection: its own error, listing those that exist
     except SleuthError as exc:
         raise common.fail(str(exc)) from exc
     finally:
