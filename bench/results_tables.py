@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sleuth.eval.metrics import answer_words, repeated_sentences
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 READMES = (REPO / "README.md", REPO / "bench" / "README.md")
@@ -59,6 +61,15 @@ def measures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "verdict correct": share(inside, "verdict_correct"),
         "out of scope declined": share(outside, "insufficient_context"),
         "mid-sentence": share(answered, "ends_mid_sentence"),
+        # read off the answer text, so older records get them too
+        "words p50": (
+            statistics.median(answer_words(r["answer"]) for r in answered) if answered else None
+        ),
+        "repeats": (
+            sum(repeated_sentences(r["answer"]) > 0 for r in answered) / len(answered)
+            if answered
+            else None
+        ),
         "p50 s": statistics.median(latencies) if latencies else None,
         "p95 s": (
             sorted(latencies)[max(0, round(0.95 * len(latencies)) - 1)] if latencies else None

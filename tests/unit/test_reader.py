@@ -23,7 +23,13 @@ from sleuth.agents.reader import answer_kind, complete_sentences
 from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import clauses, negated, rule_verdict
 from sleuth.eval.datasets import in_split, split_of
-from sleuth.eval.metrics import ends_mid_sentence, key_fact_share, stated_verdict
+from sleuth.eval.metrics import (
+    answer_words,
+    ends_mid_sentence,
+    key_fact_share,
+    repeated_sentences,
+    stated_verdict,
+)
 from sleuth.retrieval.search import join_parts
 from sleuth.retrieval.text import digits, sentences, terms
 from sleuth.tools.base import RunContext
@@ -378,23 +384,24 @@ def test_a_confirmed_verdict_that_only_restates_the_question_gets_its_rule() -> 
         "May a ferry carry goods at night?", answer, "Yes", ctx, checker
     )
     assert short == "Yes"
+    # the model's own answer first, the rule that confirms it after
     assert fixed.answer_text == (
-        "Yes. A ferry may carry goods at night with two lamps lit [HC_S9].\n"
-        "My ferry may carry goods at night."
+        "Yes. My ferry may carry goods at night.\n"
+        "A ferry may carry goods at night with two lamps lit [HC_S9]."
     )
     assert [c.source_id for c in fixed.citations] == ["HC_S9"]
     assert note is not None and note.startswith("confirmed yes, its rule added")
 
 
-def test_a_verdict_given_in_one_sentence_keeps_a_sentence_after_its_rule() -> None:
-    # "Yes, my ferry may …": the verdict word goes before the rule, what followed it is a
-    # sentence of its own, not a lower-case fragment
+def test_a_verdict_given_in_one_sentence_keeps_a_sentence_before_its_rule() -> None:
+    # "Yes, my ferry may …": what followed the verdict word is a sentence of its own, not a
+    # lower-case fragment, and the rule follows it
     rule = chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.")
     ctx = ctx_with(rule)
     checker = SupportChecker(cross_encoder=OverlapScorer())  # type: ignore[arg-type]
     answer = GeneratedAnswer(answer_text="Yes, my ferry may carry goods at night.", citations=[])
     fixed, _, _ = _rule_checked("May a ferry carry goods at night?", answer, "Yes", ctx, checker)
-    assert fixed.answer_text.endswith("[HC_S9].\nMy ferry may carry goods at night.")
+    assert fixed.answer_text.startswith("Yes. My ferry may carry goods at night.\nA ferry")
 
 
 def test_an_answer_without_a_verdict_gets_the_rules() -> None:
@@ -475,6 +482,19 @@ def test_judged_metrics() -> None:
     assert ends_mid_sentence("It must then carry two lamps when the")
     assert not ends_mid_sentence("It must carry two lamps [HC_S9].")
     assert not ends_mid_sentence('He said "stop."')
+    assert answer_words("No. A ferry may not sail [HC_S4].") == 6
+
+
+def test_repeated_sentences_counts_restatements_once() -> None:
+    rule = "A ferry shall carry two lamps when it sails at night [HC_S9]."
+    paraphrase = "The evidence states that a ferry shall carry two lamps at night [HC_S9]."
+    other = "The harbour master may fine a master who sails without them [HC_S10]."
+    assert repeated_sentences(f"{rule} {other}") == 0
+    assert repeated_sentences(f"{rule} {paraphrase} {other}") == 1
+    # the same point three times: two restatements
+    assert repeated_sentences(f"{rule} {paraphrase} {rule}") == 2
+    assert repeated_sentences(rule) == 0
+    assert repeated_sentences("Yes. Yes.") == 0  # too few terms to judge
 
 
 def test_split_is_a_stable_half_by_id() -> None:
@@ -764,6 +784,40 @@ def test_quotes_reach_the_threshold_skip_fragments_and_what_the_answer_states() 
     assert quoted.count("two lamps lit") == 1 and "night register of the ferry [HC_S9]." in quoted
     declined = GeneratedAnswer(answer_text="Insufficient context.", is_insufficient_context=True)
     assert with_quotes(declined, quotes, ctx) == declined
+
+
+def test_a_paraphrase_gives_way_to_the_rule_it_restates() -> None:
+    from sleuth.agents.answer import Citation
+    from sleuth.agents.quotes import Quote, with_quotes
+
+    ctx = ctx_with(
+        chunk("HC_S9", "A ferry may carry goods at night with two lamps lit.", "Ferries"),
+        chunk("HC_S4", "The harbour master keeps a register of night cargo.", "Register"),
+    )
+    lamps = Quote("HC_S9", "A ferry may carry goods at night with two lamps lit.", 3.0)
+    register = Quote("HC_S4", "The harbour master keeps a register of night cargo.", 1.0)
+    answer = GeneratedAnswer(
+        answer_text="Yes, a ferry may carry goods at night [HC_S9].\n"
+        "- It states that at night a ferry may carry goods with two lamps lit [HC_S9].\n"
+        "- The master of the ferry pays harbour dues monthly [HC_S9].",
+        citations=[Citation(source_id="HC_S9", sentence="a ferry may carry goods", support=0.9)],
+    )
+    text = with_quotes(answer, [lamps], ctx).answer_text
+    # the answer sentence stays, the restating line gives way, the other point stays
+    assert text.startswith("Yes, a ferry may carry goods at night [HC_S9].\n")
+    assert "It states that" not in text
+    assert "harbour dues monthly" in text
+    assert text.endswith("with two lamps lit [HC_S9].")
+    # an answer sentence that states the rule in other words: the quote is not added
+    said = GeneratedAnswer(
+        answer_text="A register of night cargo is kept by the harbour master [HC_S4]."
+    )
+    assert with_quotes(said, [register], ctx).answer_text == said.answer_text
+    # a later line that does: the rule's own words instead
+    later = GeneratedAnswer(answer_text=f"Yes [HC_S4].\n{said.answer_text}")
+    assert with_quotes(later, [register], ctx).answer_text == (
+        "Yes [HC_S4].\nThe harbour master keeps a register of night cargo [HC_S4]."
+    )
 
 
 def test_the_extractive_answer_is_its_quotes_after_a_short_answer_they_do_not_hold() -> None:

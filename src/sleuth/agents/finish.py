@@ -836,10 +836,11 @@ def _rule_checked(
 
     An answer that opens with the other verdict is replaced by the verdict and the rule
     sentence, cited (its other sentences argued the overturned verdict); one that opens with
-    none gets the verdict first, and one that opens with the same verdict is kept; either is
-    followed by the rule sentence, cited, when it does not quote it (a verdict with a
-    restatement of the question — "Yes. I may meet my lawyer." — says nothing the user can
-    check). Unchanged without a cross-encoder or when no sentence plainly states the rule.
+    none gets the verdict and the rule sentence, cited, before its own text; one that opens
+    with the same verdict is kept, the rule sentence after it when it does not quote it (a
+    verdict with a restatement of the question — "Yes. I may meet my lawyer." — says nothing
+    the user can check). Unchanged without a cross-encoder or when no sentence plainly states
+    the rule.
     """
     if checker is None or checker.cross_encoder is None:
         return answer, short, None
@@ -859,9 +860,14 @@ def _rule_checked(
     if said == rule.verdict and states_rule:
         return answer, short, f"confirmed {rule.verdict}: {why}"
     if said is None or said == rule.verdict:
-        # the verdict is followed by the rule it rests on, when the answer does not state it
+        # the rule the verdict rests on joins the answer, when the answer does not state it
         rest = sentence_opening(_YES_NO.sub("", answer.answer_text.strip(), count=1).strip())
-        text = rest if states_rule else f"{quoted}\n{rest}".strip()
+        if states_rule:
+            text = rest
+        elif said is None or not rest:
+            text = f"{quoted}\n{rest}".strip()
+        else:  # the model's own answer first, the rule that confirms it after
+            text = f"{rest}\n{quoted}"
         note = (
             f"stated {rule.verdict}: {why}"
             if said is None

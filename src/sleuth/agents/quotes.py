@@ -26,12 +26,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
+from sleuth.agents.answer import MARKERS, AnswerDraft, GeneratedAnswer
 from sleuth.agents.citations import section_citation
 from sleuth.agents.safety import quotable_sentences
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import enumerated_items, opens_sub_section, words
+from sleuth.retrieval.text import enumerated_items, opens_sub_section, terms, words
 from sleuth.tools.base import RunContext
 from sleuth.types import Chunk
 
@@ -169,27 +169,58 @@ def answering_quotes(
     return chosen
 
 
+RESTATED_SHARE = 0.8
+"""Share of a sentence's terms (four at least) another holds for it to restate that one:
+a quote the answer's sentence restates is not added, and a supporting line of the model's
+that restates a quote gives way to the quote. Set by reading, not fitted: the dev answers'
+restatements ("The evidence states that a person accused of an offence may file an
+application for plea bargaining within thirty days …" beside the rule it paraphrases) share
+nearly all their terms, distinct points of one section well under this."""
+
+
+def restates(sentence: str, other: str) -> bool:
+    """Whether ``sentence`` restates ``other``: at least :data:`RESTATED_SHARE` of its terms
+    (:func:`~sleuth.retrieval.text.terms`, four at least) are ``other``'s."""
+    mine = set(terms(sentence))
+    return len(mine) >= 4 and len(mine & set(terms(other))) >= RESTATED_SHARE * len(mine)
+
+
 def with_quotes(
     answer: GeneratedAnswer, quotes: Sequence[Quote], ctx: RunContext
 ) -> GeneratedAnswer:
-    """``answer`` followed by the ``quotes`` it does not already state
-    (:meth:`Quote.stated_in`), each cited; their sections added to its citations. A
-    decline, or an answer that states every quote, is returned unchanged."""
+    """``answer`` followed by the ``quotes`` it does not already state, each cited; their
+    sections added to its citations. A decline, or an answer that states every quote, is
+    returned unchanged.
+
+    A quote is stated when the text holds it (:meth:`Quote.stated_in`) or the answer's
+    first line restates it (:func:`restates`: the model answered in the rule's terms). A
+    line after the first that restates a quote being added is dropped: the rule's own words
+    replace the model's paraphrase of them, never stand beside it."""
     if answer.is_insufficient_context:
         return answer
-    missing = [q for q in quotes if not q.stated_in(answer.answer_text)]
+    lines = answer.answer_text.rstrip().split("\n")
+    missing = [
+        q
+        for q in quotes
+        if not q.stated_in(answer.answer_text)
+        and not restates(q.sentence, MARKERS.sub("", lines[0]))
+    ]
     if not missing:
         return answer
-    text = answer.answer_text.rstrip() + "\n" + " ".join(q.cited() for q in missing)
-    cited = {c.source_id for c in answer.citations}
+    kept = lines[:1] + [
+        line
+        for line in lines[1:]
+        if not any(restates(MARKERS.sub("", line), q.sentence) for q in missing)
+    ]
+    text = "\n".join(kept).rstrip() + "\n" + " ".join(q.cited() for q in missing)
+    still = [c for c in answer.citations if c.source_id in text]
+    cited = {c.source_id for c in still}
     added = [
         section_citation(q.source_id, ctx, sigmoid(q.logit))
         for q in {q.source_id: q for q in reversed(missing)}.values()
         if q.source_id not in cited
     ]
-    return answer.model_copy(
-        update={"answer_text": text.strip(), "citations": [*answer.citations, *added]}
-    )
+    return answer.model_copy(update={"answer_text": text.strip(), "citations": [*still, *added]})
 
 
 def quoted_draft(quotes: Sequence[Quote], short: str = "") -> AnswerDraft | None:

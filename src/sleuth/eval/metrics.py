@@ -12,7 +12,8 @@ paragraph title) and on plain strings; nothing runs a model.
 - Citations: precision and recall of the cited source ids against the gold ids.
 - Judged answers (long-form): the share of a question's key facts the answer states (each
   fact a set of alternative phrasings, matched on word boundaries after normalisation), the
-  yes/no verdict the answer opens with, and whether the answer ends mid-sentence.
+  yes/no verdict the answer opens with, whether the answer ends mid-sentence, its length in
+  words and the sentences that restate another.
 - CRAG calibration: each verdict of the guided evaluator against whether the gold sections
   were in the evidence it judged (Yan et al. 2024, *Corrective Retrieval Augmented
   Generation*).
@@ -26,6 +27,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from sleuth.retrieval.text import sentences, terms
 
 VERDICTS = ("SUFFICIENT", "PARTIAL", "INSUFFICIENT")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -136,6 +139,34 @@ def ends_mid_sentence(prediction: str) -> bool:
     brackets): the mark of an answer cut by an output budget."""
     text = strip_citations(prediction).rstrip()
     return bool(text) and not _COMPLETE_END.search(text)
+
+
+def answer_words(prediction: str) -> int:
+    """Words of the answer, citation markers removed (its length as a reader sees it)."""
+    return len(strip_citations(prediction).split())
+
+
+REPEAT_SHARE = 0.8
+"""Share of a sentence's terms another sentence of the answer holds for it to count as a
+repeat (a restatement: the model's paraphrase of a rule beside the rule's quote, a point
+made twice)."""
+
+
+def repeated_sentences(prediction: str) -> int:
+    """Sentences of the answer (:func:`~sleuth.retrieval.text.sentences`, citation markers
+    removed) that restate another: at least :data:`REPEAT_SHARE` of the terms of the one
+    with fewer terms (:func:`~sleuth.retrieval.text.terms`, four at least) are in the other.
+    Each sentence counts once; ``0`` for an answer of one sentence."""
+    said = [set(terms(s)) for s in sentences(strip_citations(prediction))]
+    said = [t for t in said if len(t) >= 4]
+    repeats = 0
+    for i, mine in enumerate(said):
+        for other in said[:i]:
+            small, large = (mine, other) if len(mine) <= len(other) else (other, mine)
+            if len(small & large) >= REPEAT_SHARE * len(small):
+                repeats += 1
+                break
+    return repeats
 
 
 def citation_scores(cited: Sequence[str], gold: set[str]) -> tuple[float | None, float | None]:

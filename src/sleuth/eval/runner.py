@@ -23,6 +23,7 @@ from sleuth.eval.metrics import (
     CragCalibration,
     all_in,
     answer_contains,
+    answer_words,
     citation_scores,
     distinct,
     ends_mid_sentence,
@@ -34,6 +35,7 @@ from sleuth.eval.metrics import (
     recall_at,
     reciprocal_rank,
     repeated_calls,
+    repeated_sentences,
     stated_verdict,
     strip_citations,
 )
@@ -191,6 +193,8 @@ def score_run(
         "gold_cited": bool(gold & set(cited)) if gold else None,
         "declined_with_gold": (insufficient and bool(all_gold)) if gold else None,
         "ends_mid_sentence": ends_mid_sentence(answer_text),
+        "answer_words": answer_words(answer_text),
+        "repeated_sentences": repeated_sentences(answer_text),
         "queries": [
             str(c.get("arguments", {}).get("query"))
             for c in response.tool_calls
