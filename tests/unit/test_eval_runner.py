@@ -107,6 +107,19 @@ def test_an_insufficient_answer_is_not_scored_as_an_answer() -> None:
     assert record["cost_usd"] is None  # no prices, no tokens
 
 
+def test_a_decline_states_no_verdict_whatever_word_it_opens_with() -> None:
+    asked = EvalQuestion(
+        id="yn", question="Can a ferry sail in a storm?", gold_source_ids=("HC_S4",), verdict="no"
+    )
+    declined = response(
+        ["HC_S9"], [], "No section retrieved answers this question.", insufficient=True
+    )
+    record = score_run(asked, declined, 0.1, EvalConfig())
+    assert record["verdict"] is None and record["verdict_correct"] is False
+    answered = response(["HC_S4"], ["HC_S4"], "No. No ferry shall sail in a storm [HC_S4].")
+    assert score_run(asked, answered, 0.1, EvalConfig())["verdict_correct"] is True
+
+
 def test_summary_skips_runs_a_metric_does_not_apply_to() -> None:
     records = [
         score_run(MURDER, response(["BNS_S103"], ["BNS_S103"], "x"), 0.2, EvalConfig()),

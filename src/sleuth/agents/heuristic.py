@@ -399,8 +399,8 @@ def compose_answer(question: str, ctx: RunContext, quoted: set[str] | None = Non
         closest = ", ".join(sid for sid, _ in ranked[:3]) or "none"
         return AnswerDraft(
             answer_text=(
-                "No section retrieved answers this question: the closest found "
-                f"({closest}) do not cover it."
+                "Insufficient context: no section retrieved answers this question; the "
+                f"closest found ({closest}) do not cover it."
             ),
             key_points=[],
             citations=[],
@@ -481,8 +481,8 @@ def compose_answer(question: str, ctx: RunContext, quoted: set[str] | None = Non
         if not safe:
             return AnswerDraft(
                 answer_text=(
-                    "No section retrieved answers this question: the closest found "
-                    f"({lead}) holds no sentence that can be quoted."
+                    "Insufficient context: no section retrieved answers this question; the "
+                    f"closest found ({lead}) holds no sentence that can be quoted."
                 ),
                 key_points=[],
                 citations=[],

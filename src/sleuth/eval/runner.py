@@ -150,7 +150,8 @@ def score_run(
     tokens = {k: v for k, v in (trace.get("token_usage") or {}).items() if isinstance(v, int)}
     crag = agentic.get("crag") or []
     facts = key_fact_share(answer_text, question.key_facts)
-    verdict = stated_verdict(answer_text)
+    # a decline states no verdict, whatever word it opens with ("No section retrieved …")
+    verdict = None if insufficient else stated_verdict(answer_text)
     all_gold = all_in(retrieved, gold) if gold else None
     record: dict[str, Any] = {
         "id": question.id,

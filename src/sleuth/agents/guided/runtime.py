@@ -1013,9 +1013,9 @@ def _insufficient(rt: _Run, state: GuidedState) -> AnswerDraft:
     )
     return AnswerDraft(
         answer_text=(
-            "No section retrieved answers this question"
+            "Insufficient context: no section retrieved answers this question"
             + (f" (missing: {gaps})" if gaps else "")
-            + f": the closest found ({closest}) do not cover it."
+            + f"; the closest found ({closest}) do not cover it."
         ),
         is_insufficient_context=True,
     )
