@@ -175,7 +175,8 @@ a quote the answer's sentence restates is not added, and a supporting line of th
 that restates a quote gives way to the quote. Set by reading, not fitted: the dev answers'
 restatements ("The evidence states that a person accused of an offence may file an
 application for plea bargaining within thirty days …" beside the rule it paraphrases) share
-nearly all their terms, distinct points of one section well under this."""
+nearly all their terms (not measured over distinct points; the judged runs' key facts and
+gold cited were unchanged by it)."""
 
 
 def restates(sentence: str, other: str) -> bool:
