@@ -820,6 +820,32 @@ def test_a_paraphrase_gives_way_to_the_rule_it_restates() -> None:
     )
 
 
+def test_only_a_dropped_lines_citation_leaves_and_never_by_a_prefix_of_its_id() -> None:
+    from sleuth.agents.answer import Citation
+    from sleuth.agents.quotes import Quote, with_quotes
+
+    ctx = ctx_with(
+        chunk("HC_S3", "Dues are paid by the owner of a ferry.", "Dues"),
+        chunk("HC_S30", "A ferry may carry goods at night with two lamps lit.", "Ferries"),
+        chunk("HC_S7", "The harbour master inspects the lamps.", "Inspection"),
+    )
+    lamps = Quote("HC_S30", "A ferry may carry goods at night with two lamps lit.", 3.0)
+
+    def cite(sid: str) -> Citation:
+        return Citation(source_id=sid, sentence="", support=0.9)
+
+    answer = GeneratedAnswer(
+        answer_text="Yes, with lamps [HC_S30].\n"
+        "- At night a ferry may carry goods with two lamps lit [HC_S3].",
+        citations=[cite("HC_S30"), cite("HC_S3"), cite("HC_S7")],
+    )
+    done = with_quotes(answer, [lamps], ctx)
+    assert "[HC_S3]" not in done.answer_text  # its only line restated the quote: dropped
+    # HC_S3 left with that line although "HC_S3" is a prefix of HC_S30, which stays;
+    # HC_S7 had no marker in a dropped line: kept
+    assert [c.source_id for c in done.citations] == ["HC_S30", "HC_S7"]
+
+
 def test_the_extractive_answer_is_its_quotes_after_a_short_answer_they_do_not_hold() -> None:
     from sleuth.agents.quotes import Quote, quoted_draft
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sleuth.agents.answer import MARKERS, AnswerDraft, GeneratedAnswer
-from sleuth.agents.citations import section_citation
+from sleuth.agents.citations import cited_ids, section_citation
 from sleuth.agents.safety import quotable_sentences
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
@@ -214,7 +214,10 @@ def with_quotes(
         if not any(restates(MARKERS.sub("", line), q.sentence) for q in missing)
     ]
     text = "\n".join(kept).rstrip() + "\n" + " ".join(q.cited() for q in missing)
-    still = [c for c in answer.citations if c.source_id in text]
+    # a citation leaves with the dropped lines only: its marker was there and is nowhere else
+    dropped = set(cited_ids("\n".join(line for line in lines if line not in kept)))
+    left = dropped - set(cited_ids(text))
+    still = [c for c in answer.citations if c.source_id not in left]
     cited = {c.source_id for c in still}
     added = [
         section_citation(q.source_id, ctx, sigmoid(q.logit))
