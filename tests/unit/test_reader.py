@@ -111,6 +111,22 @@ def test_answer_kind_reads_the_question_form(question: str, kind: str) -> None:
             "The dues are:—\n(a) berthing;\n(b) pilotage.\n(2) Dues are paid monthly.",
             ["The dues are:—", "(a) berthing;", "(b) pilotage.", "(2) Dues are paid monthly."],
         ),
+        # ... and one that names clauses across lines continues its sentence (a proviso
+        # that refers to clauses (i) and (ii) stays whole, and so quotable)
+        (
+            "(i) no ferry sails at night;\n(ii) no ferry sails in a storm:\nProvided that "
+            "a ferry referred to in clause\n(i)\nor clause\n(ii)\nmay sail if it carries "
+            "the sick.\n(2) Fees under sub-sections (1) and\n(3) of section 4 are paid; and\n"
+            "(b) dues.",
+            [
+                "(i) no ferry sails at night;",
+                "(ii) no ferry sails in a storm:",
+                "Provided that a ferry referred to in clause (i) or clause (ii) may sail if it "
+                "carries the sick.",
+                "(2) Fees under sub-sections (1) and (3) of section 4 are paid; and",
+                "(b) dues.",
+            ],
+        ),
     ],
 )
 def test_sentences_split_at_clauses_not_at_broken_cross_references(

@@ -47,6 +47,11 @@ _ASCII_TOKEN = re.compile(r"\w+")
 _SENTENCE_END = re.compile(
     r"(?<=[.!?;:])\s+(?=[\"'(\[]?[A-Z0-9(])|\n{2,}|\n(?=\(\w{1,4}\)\s+[^\s,.;:)])"
 )
+_NAMES_A_CLAUSE = re.compile(
+    r"(?:\b(?:sub-)?(?:clause|section|paragraph)s?|\(\w{1,4}\)\s*(?:,|and|or))$", re.IGNORECASE
+)
+"""The end of a text that names clauses ("in clause", "sub-sections (7) and"): a clause mark
+after it is part of the reference (:func:`sentences`)."""
 
 QUESTION_WORDS = frozenset(
     [
@@ -441,9 +446,21 @@ def key_phrase(question: str) -> str:
 
 
 def sentences(text: str) -> list[str]:
-    """Split ``text`` into sentences (also at numbered clauses like ``(2)``); strips blanks."""
-    parts = _SENTENCE_END.split(text.replace("\r\n", "\n"))
-    return [" ".join(p.split()) for p in parts if p and p.strip()]
+    """Split ``text`` into sentences (also at numbered clauses like ``(2)``); strips blanks.
+
+    A clause mark that opens a line right after a reference to clauses ("… a person referred
+    to in clause\n(i)\nor clause\n(ii)\nbe released …", "sub-sections (7) and\n(8) of
+    section 127") continues that sentence: it names a clause, it does not open one."""
+    parts = [" ".join(p.split()) for p in _SENTENCE_END.split(text.replace("\r\n", "\n"))]
+    out: list[str] = []
+    for part in parts:
+        if not part:
+            continue
+        if out and part.startswith("(") and _NAMES_A_CLAUSE.search(out[-1]):
+            out[-1] = f"{out[-1]} {part}"
+        else:
+            out.append(part)
+    return out
 
 
 _LEAD_IN = re.compile(r"(?::\s*[-—–]*|[—–]|\bnamely|\bfollowing)\W*$", re.IGNORECASE)
