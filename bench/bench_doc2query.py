@@ -5,7 +5,9 @@ The BNS, BNSS and BSA are ingested twice into one data dir: as they are, and wit
 Qwen2.5-Coder-1.5B; cached in ``<data_dir>/doc2query.sqlite3``, so a second run asks the
 model nothing). Each question of one ``--split`` goes through
 ``KnowledgeBase.search_sections`` (hybrid, k = 10) on both indexes, reranker off and on, and
-the gold section's rank is read off each list. Question sets (:func:`questions`):
+the gold section's rank is read off each list; a third configuration, ``candidates``, keeps
+the plain index and adds to the reranker's pool the five sections whose questions come
+nearest the question (:class:`QuestionCandidates`). Question sets (:func:`questions`):
 
 - ``judged``: the judged set's in-corpus questions (``bench/data/statutes_judged.jsonl``);
 - ``lay``: the dialogue set's first turns and the held-out yes/no set (``bench_reader.py
@@ -47,7 +49,56 @@ from bench_rerank import questions as rerank_questions
 from bench_rerank import rank_of
 
 PLAIN = "doc2query_plain"
-CONFIGS = ("plain", "expanded")
+CONFIGS = ("plain", "expanded", "candidates")
+EXTRA_SECTIONS = 5
+"""``candidates``: sections whose questions come closest to the question, added to the plain
+index's reranked pool (the design kept apart from the index text: the questions only bring
+candidates, the cross-encoder judges the sections' own text)."""
+
+
+class QuestionCandidates:
+    """The expanded collection's questions, embedded once: the sections whose questions are
+    nearest a query (cosine, best question per section)."""
+
+    def __init__(self, app: Any, collection: str) -> None:
+        import numpy as np
+
+        self.first: dict[str, Any] = {}
+        texts, owners = [], []
+        for doc in app.catalog.list_documents(collection):
+            for chunk in app.catalog.doc_chunks(collection, doc.doc_id):
+                self.first.setdefault(chunk.source_id, chunk)
+        for sid, chunk in self.first.items():
+            for question in chunk.metadata.get("doc2query") or []:
+                texts.append(question)
+                owners.append(sid)
+        self.owners = owners
+        self.vectors = np.asarray(app.kb.embedder.embed(texts), dtype=np.float32)
+
+    def nearest(self, vector: Any, k: int) -> list[str]:
+        best: dict[str, float] = {}
+        for sid, score in zip(self.owners, self.vectors @ vector, strict=True):
+            best[sid] = max(best.get(sid, -2.0), float(score))
+        return sorted(best, key=lambda sid: -best[sid])[:k]
+
+
+def with_candidates(app: Any, extra: QuestionCandidates, question: str) -> list[str]:
+    """Section ids of ``search_sections(PLAIN, question, k=10)`` with the reranker on, the
+    pool widened by the :data:`EXTRA_SECTIONS` sections whose questions are nearest."""
+    from sleuth.retrieval.search import best_per_section
+    from sleuth.types import Hit
+
+    kb = app.kb
+    vector = kb.embed_queries([question])[0]
+    pool = kb.index(PLAIN).search_hybrid(question, vector, max(30, app.settings.rerank_candidates))
+    held = {h.chunk.source_id for h in pool}
+    pool += [
+        Hit(chunk=extra.first[sid], score=0.0, rank=len(pool) + 1, retriever="dense")
+        for sid in extra.nearest(vector, EXTRA_SECTIONS)
+        if sid not in held
+    ]
+    order = kb.cross_encoder.rerank(question, [h.chunk.passage_text() for h in pool])
+    return [h.chunk.source_id for h in best_per_section([pool[i] for i, _ in order], 10)]
 
 
 def questions(split: str) -> list[dict[str, Any]]:
@@ -109,15 +160,20 @@ def main() -> None:
         for app in apps.values():
             app.kb.search_sections(PLAIN, "warm up", k=10)
             app.kb.search_sections(expanded, "warm up", k=10)
+        extra = QuestionCandidates(apps["on"], expanded)
         for item in items:
             row: dict[str, Any] = {k: item[k] for k in ("id", "set", "gold")}
-            for config, collection in zip(CONFIGS, (PLAIN, expanded), strict=True):
+            for config, collection in zip(CONFIGS[:2], (PLAIN, expanded), strict=True):
                 for flag, app in apps.items():
                     started = time.perf_counter()
                     hits = app.kb.search_sections(collection, item["question"], k=10)
                     key = f"{config}_{flag}"
                     row[f"ms_{key}"] = round(1000 * (time.perf_counter() - started), 1)
                     row[f"rank_{key}"] = rank_of([h.chunk.source_id for h in hits], item["gold"])
+            started = time.perf_counter()
+            ids = with_candidates(apps["on"], extra, item["question"])
+            row["ms_candidates_on"] = round(1000 * (time.perf_counter() - started), 1)
+            row["rank_candidates_on"] = rank_of(ids, item["gold"])
             records.append(row)
         for app in apps.values():
             app.close()
@@ -147,7 +203,7 @@ def table(records: list[dict[str, Any]]) -> str:
     for name in sorted({r["set"] for r in records}):
         group = [r for r in records if r["set"] == name]
         for config in CONFIGS:
-            for flag in ("off", "on"):
+            for flag in ("off", "on") if config != "candidates" else ("on",):
                 ranks = [r[f"rank_{config}_{flag}"] for r in group]
 
                 def hit(k: int, ranks: list[int | None] = ranks) -> float:
