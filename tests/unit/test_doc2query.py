@@ -205,6 +205,7 @@ def test_ingest_indexes_the_questions_and_keeps_them_in_the_catalog(penv: Pipeli
     report = expanding.ingest([penv.doc], "c")
     # the same file, unchanged, is indexed again because its chunks lack questions
     assert [f.status for f in report.files] == ["replaced"]
+    assert "indexed again with doc2query questions" in report.files[0].message
     assert report.questions_written == 2 and report.timings.doc2query_s >= 0
     hits = index.search_bm25("reward abandoned ship", 5)
     assert hits and hits[0].chunk.text.startswith("Whoever recovers a derelict vessel")
@@ -214,6 +215,15 @@ def test_ingest_indexes_the_questions_and_keeps_them_in_the_catalog(penv: Pipeli
         "Do I get a reward for bringing in an abandoned ship?"
     ]
     # once they are there, the file is unchanged again: no model call
+    again = expanding.ingest([penv.doc], "c")
+    assert [f.status for f in again.files] == ["unchanged"] and len(ask.prompts) == 2
+
+
+def test_a_section_the_model_wrote_no_question_for_is_not_asked_again(penv: PipelineEnv) -> None:
+    ask = ScriptedAsk({"Mooring dues": "I cannot help with that.", "Salvage": "No idea."})
+    expanding = penv.pipeline(QuestionWriter(ask, "m", 3, None))
+    expanding.ingest([penv.doc], "c")
+    assert len(ask.prompts) == 2
     again = expanding.ingest([penv.doc], "c")
     assert [f.status for f in again.files] == ["unchanged"] and len(ask.prompts) == 2
 

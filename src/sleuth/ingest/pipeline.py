@@ -237,7 +237,9 @@ class IngestPipeline:
         if self.question_writer is None:
             return False
         chunks = self.catalog.doc_chunks(collection, doc_id)
-        return bool(chunks) and not any(c.metadata.get("doc2query") for c in chunks)
+        # an empty list is an answer (the model wrote no question): only a missing key, left
+        # by a plain ingest or a failed model call, is asked again
+        return bool(chunks) and not any("doc2query" in c.metadata for c in chunks)
 
     def index(self, collection: str, dim: int) -> Index:
         """The open index of ``collection`` (opened once, then cached)."""
@@ -670,6 +672,8 @@ class IngestPipeline:
                 notes.append(f"replaces '{doc.doc_id}' read from {indexed.path}")
             if stale:
                 notes.append(f"replaces {', '.join(stale)} (same path)")
+            if indexed is not None and indexed.content_hash == doc.content_hash:
+                notes.append("same content, indexed again with doc2query questions")
             outcome.message = "; ".join(notes)
         outcome.n_chunks = len(chunks)
         batch.docs[doc.doc_id] = str(path)
