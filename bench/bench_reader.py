@@ -125,14 +125,6 @@ def main() -> None:
         default="judged",
         help="the judged set, or the dialogue first turns and held-out yes/no questions",
     )
-    parser.add_argument(
-        "--doc2query",
-        type=int,
-        default=0,
-        help="search an index expanded with N doc2query questions per section, written by "
-        "--doc2query-llm (cached in the data dir; records named ...-d2qN)",
-    )
-    parser.add_argument("--doc2query-llm", default="local", help="the model writing them")
     parser.add_argument("--data-dir", help="keep the index here (default: a temp dir)")
     parser.add_argument("--out", default=str(RESULTS), help="folder for the JSONL records")
     parser.add_argument(
@@ -167,24 +159,12 @@ def main() -> None:
         [
             ("split", args.split),
             ("rerank", str(not args.no_rerank)),
-            ("doc2query", str(args.doc2query)),
             ("commit", rev),
         ],
     )
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     with data_dir(args.data_dir, "sleuth-reader-") as ddir:
-        expanded = None
-        if args.doc2query:
-            # one expanded index, written by one model, searched by every reader
-            writer = Sleuth(
-                bench_settings(ddir).model_copy(
-                    update={"llm": args.doc2query_llm, "doc2query": args.doc2query}
-                )
-            )
-            expanded = prepare_collection(writer, dataset)
-            print(f"doc2query index: {json.dumps(expanded)}", flush=True)
-            writer.close()
         for llm in args.llm:
             settings = bench_settings(ddir).model_copy(
                 update={
@@ -194,11 +174,7 @@ def main() -> None:
                 }
             )
             app = Sleuth(settings)
-            prepared = (
-                prepare_collection(app, dataset)
-                if expanded is None
-                else prepare_collection(app, dataset, collection=expanded["collection"])
-            )
+            prepared = prepare_collection(app, dataset)
             for mode in args.modes:
                 config = EvalConfig(mode=mode, split=args.split, limit=args.limit)
                 # each run starts cold: the process-wide cross-encoder caches scores, and a
@@ -209,7 +185,6 @@ def main() -> None:
                 name = f"reader-{llm.replace(':', '_')}-{mode}-{args.split}"
                 name += "-lay" if args.set == "lay" else ""
                 name += "-norerank" if args.no_rerank else ""
-                name += f"-d2q{args.doc2query}" if args.doc2query else ""
                 path = out_dir / f"{name}.jsonl"
                 meta = {
                     "meta": True,
@@ -219,7 +194,6 @@ def main() -> None:
                     "split": args.split,
                     "rerank": not args.no_rerank,
                     "prompt_cache_mb": args.prompt_cache_mb,
-                    "doc2query": args.doc2query,
                     "commit": rev,
                     "questions": len(run.records),
                     "load_average_end": load_average(),

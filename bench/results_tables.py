@@ -100,18 +100,17 @@ def reader_table(files: Sequence[Path], split: str | None = None) -> str:
                 meta.get("llm", "?"),
                 meta.get("mode", "?"),
                 "on" if meta.get("rerank", True) else "off",
-                str(meta.get("doc2query") or "—"),
                 meta.get("commit", "?"),
                 row,
             )
         )
     if not rows:
         return "(no results)"
-    keys = list(rows[0][7])
-    head = ["split", "set", "llm", "mode", "rerank", "doc2query", "commit", *keys]
+    keys = list(rows[0][6])
+    head = ["split", "set", "llm", "mode", "rerank", "commit", *keys]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for split, name, llm, mode, rerank, d2q, rev, row in sorted(rows, key=lambda r: r[:6]):
-        values = [split, name, llm, mode, rerank, d2q, f"`{rev}`", *(cell(row[k]) for k in keys)]
+    for split, name, llm, mode, rerank, rev, row in sorted(rows, key=lambda r: r[:5]):
+        values = [split, name, llm, mode, rerank, f"`{rev}`", *(cell(row[k]) for k in keys)]
         lines.append("| " + " | ".join(values) + " |")
     return "\n".join(lines)
 

@@ -205,15 +205,6 @@ class Settings(BaseSettings):
         "with it before declining (its log-odds of 'Yes', see sleuth.agents.coverage); "
         "false: the cross-encoder's verdict stands",
     )
-    doc2query: int = Field(
-        default=0,
-        ge=0,
-        le=10,
-        description="Document expansion at ingest (doc2query): the configured model (SLEUTH_LLM) "
-        "writes this many everyday-language questions per section, indexed with it so that "
-        "lay wording finds statutory text (0: off; one model call per section, cached in "
-        "<data_dir>/doc2query.sqlite3; see sleuth.ingest.doc2query)",
-    )
     rerank_candidates: int = Field(
         default=20, ge=1, le=200, description="Fused chunks the cross-encoder reranks per search"
     )

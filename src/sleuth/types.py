@@ -78,22 +78,9 @@ class Chunk(BaseModel):
         """The title path joined with ' > ', used as the chunk's display title."""
         return " > ".join(self.title_path)
 
-    def passage_text(self) -> str:
-        """The chunk as evidence: title path plus body (what support checks read)."""
-        return f"{self.heading}\n{self.text}" if self.title_path else self.text
-
     def index_text(self) -> str:
-        """Text sent to BM25, the embedder and the reranker: title path, the questions the
-        section answers when ingest wrote them (``metadata["doc2query"]``, doc2query:
-        :mod:`sleuth.ingest.doc2query`; first, so an embedder's input limit never cuts
-        them), then the body."""
-        questions = self.metadata.get("doc2query") or []
-        if not questions:
-            return self.passage_text()
-        asked = "\n".join(str(q) for q in questions)
-        if not self.title_path:
-            return f"{asked}\n{self.text}"
-        return f"{self.heading}\n{asked}\n{self.text}"
+        """Text sent to BM25 and the embedder: title path plus body."""
+        return f"{self.heading}\n{self.text}" if self.title_path else self.text
 
 
 Retriever = Literal["bm25", "dense", "hybrid"]

@@ -215,19 +215,3 @@ def test_ingest_whose_index_cannot_open_leaves_no_collection_behind(
     assert json.loads(runner.invoke(app, ["collections", "--json"]).stdout) == []
     again = runner.invoke(app, ["ingest", str(tmp_path / "notes.md"), "-c", "notes"])
     assert again.exit_code == 0, again.output  # the name is free, on the working backend
-
-
-def test_ingest_with_doc2query_but_no_model_fails_in_one_line_and_leaves_nothing(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    _use(monkeypatch)
-    (tmp_path / "notes.md").write_text("# Notes\n\nThe zeppelin lands at dawn.\n")
-    result = runner.invoke(
-        app, ["ingest", str(tmp_path / "notes.md"), "-c", "notes", "--doc2query", "3"]
-    )
-    assert result.exit_code == 1
-    assert "needs a model to write them: set SLEUTH_LLM" in result.stderr
-    assert "Traceback" not in result.output
-    assert json.loads(runner.invoke(app, ["collections", "--json"]).stdout) == []
-    bad = runner.invoke(app, ["ingest", str(tmp_path / "notes.md"), "--doc2query", "11"])
-    assert bad.exit_code == 2  # outside 0-10: a usage error

@@ -179,8 +179,7 @@ class SupportChecker:
             all-MiniLM-L6-v2) makes claims mostly in other scripts than Latin unverifiable
             when the lexical test fails.
         stored: the vectors the index already holds for chunks (``chunk_id`` → the
-            embedding of ``Chunk.index_text()`` by the same model; used for chunks without
-            doc2query questions, whose index text is their passage), e.g.
+            embedding of ``Chunk.index_text()`` by the same model), e.g.
             :meth:`~sleuth.retrieval.search.KnowledgeBase.chunk_vectors` of the run's
             collection; chunks it does not return are embedded.
         cross_encoder: scores semantic support instead of the embedder when given.
@@ -273,7 +272,7 @@ class SupportChecker:
         """
         if self.cross_encoder is None:
             raise ValueError("relevance needs a cross-encoder")
-        logits = self.cross_encoder.logits(text, [c.passage_text() for c in chunks])
+        logits = self.cross_encoder.logits(text, [c.index_text() for c in chunks])
         return sigmoid(max(logits)) if logits else 0.0
 
     def readable(self, claim: str) -> bool:
@@ -288,13 +287,10 @@ class SupportChecker:
     def _semantic(self, claim: str, chunks: Sequence[Chunk]) -> float:
         assert self.embedder is not None
         missing = [c for c in chunks if c.chunk_id not in self._vectors]
-        # a stored vector embeds the index text, which holds doc2query questions when ingest
-        # wrote them: those chunks are embedded as evidence (their passage) instead
-        plain = [c.chunk_id for c in missing if not c.metadata.get("doc2query")]
-        if plain and self.stored is not None:
-            self._vectors.update(self.stored(plain))
+        if missing and self.stored is not None:
+            self._vectors.update(self.stored([c.chunk_id for c in missing]))
             missing = [c for c in missing if c.chunk_id not in self._vectors]
-        texts = [claim, *(c.passage_text() for c in missing)]
+        texts = [claim, *(c.index_text() for c in missing)]
         vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
         for chunk, vector in zip(missing, vectors[1:], strict=True):
             self._vectors[chunk.chunk_id] = vector

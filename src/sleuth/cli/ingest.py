@@ -53,16 +53,6 @@ def ingest(
     source_id_template: Annotated[
         str | None, typer.Option(help="JSON: e.g. '{doc.name|abbr}_S{section_number}'")
     ] = None,
-    doc2query: Annotated[
-        int | None,
-        typer.Option(
-            "--doc2query",
-            min=0,
-            max=10,
-            help="The model (SLEUTH_LLM) writes N everyday questions per section, indexed "
-            "with it (SLEUTH_DOC2QUERY; 0: off). One model call per new section, cached",
-        ),
-    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest files (txt, md, html, pdf, docx, json, jsonl) into a collection."""
@@ -83,14 +73,6 @@ def ingest(
     )
     name = common.collection_name(collection)
     s = common.open_sleuth()
-    if doc2query is not None:
-        s.settings = s.settings.model_copy(update={"doc2query": doc2query})
-    if s.settings.doc2query and not as_json:
-        err.print(
-            f"doc2query: the model writes {s.settings.doc2query} questions per new section "
-            "(seconds each with a local model; cached in the data dir)",
-            highlight=False,
-        )
     existed = s.catalog.get_collection(name) is not None
     try:
         if as_json or not err.is_terminal:  # no bar frames in a log or a pipe
@@ -127,12 +109,6 @@ def ingest(
             f"{name}: {t['added']} added, {t['replaced']} replaced, {t['unchanged']} unchanged, "
             f"{t['duplicate']} duplicate, {t['skipped']} skipped, {t['failed']} failed; "
             f"{report.n_embedded} chunks embedded in {report.timings.total_s:.1f} s"
-            + (
-                f"; doc2query: {report.questions_written} sections questioned by the model, "
-                f"{report.questions_cached} from the cache"
-                if report.questions_written or report.questions_cached
-                else ""
-            )
         )
     if problem is not None:
         raise common.fail(problem, EXIT_ERROR)

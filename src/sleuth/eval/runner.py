@@ -446,10 +446,6 @@ def prepare_collection(
             ``collection`` given, or when the dataset has no corpus).
     """
     name = collection or dataset.collection
-    expanded = getattr(app.settings, "doc2query", 0)
-    if collection is None and expanded:
-        # an index with doc2query questions is another index: never mixed with the plain one
-        name = f"{name}_d2q{expanded}"
     info: dict[str, Any] = {"collection": name, "ingest": None}
     if collection is None and dataset.corpus:
         started = time.perf_counter()

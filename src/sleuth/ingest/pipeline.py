@@ -43,7 +43,6 @@ from pydantic import BaseModel, Field, computed_field
 from sleuth.config import Settings
 from sleuth.errors import ConfigError, IngestError, UserError
 from sleuth.ingest.chunking import chunk_document
-from sleuth.ingest.doc2query import QuestionWriter, build_question_writer
 from sleuth.ingest.loaders import (
     SUPPORTED_SUFFIXES,
     EmptyDocumentError,
@@ -107,9 +106,6 @@ class IngestTimings(BaseModel):
     load_s: float = 0.0
     chunk_s: float = Field(default=0.0, description="Chunking and reference resolution")
     embed_s: float = 0.0
-    doc2query_s: float = Field(
-        default=0.0, description="Writing (or reading cached) doc2query questions"
-    )
     index_s: float = Field(default=0.0, description="Index and catalog writes")
     total_s: float = 0.0
 
@@ -121,12 +117,6 @@ class IngestReport(BaseModel):
     files: list[FileOutcome] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     n_embedded: int = Field(default=0, description="Chunks embedded by this call")
-    questions_written: int = Field(
-        default=0, description="Sections whose doc2query questions the model wrote in this call"
-    )
-    questions_cached: int = Field(
-        default=0, description="Sections whose doc2query questions came from the cache"
-    )
     timings: IngestTimings = Field(default_factory=IngestTimings)
     stopped: bool = Field(
         default=False,
@@ -195,13 +185,11 @@ class IngestPipeline:
         catalog: Catalog,
         index_opener: IndexOpener = open_index,
         embedder: Embedder | None = None,
-        question_writer: QuestionWriter | None = None,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
         self._index_opener = index_opener
         self._embedder = embedder
-        self._question_writer = question_writer
         self._indexes: dict[str, Index] = {}
         self._lock = threading.RLock()
 
@@ -215,31 +203,6 @@ class IngestPipeline:
                 self.settings.embedding_model, self.settings.embedding_batch_size
             )
         return self._embedder
-
-    @property
-    def question_writer(self) -> QuestionWriter | None:
-        """The doc2query writer when ``settings.doc2query`` asks for questions (created on
-        first use over the configured model, cached in ``<data_dir>/doc2query.sqlite3``), or
-        the one given; else ``None``.
-
-        Raises:
-            ConfigError: doc2query is on but no model is configured (``SLEUTH_LLM`` is
-                ``heuristic``), and the errors of
-                :func:`~sleuth.llm.factory.make_chat_model`.
-        """
-        if self._question_writer is None and self.settings.doc2query > 0:
-            self._question_writer = build_question_writer(self.settings)
-        return self._question_writer
-
-    def _lacks_questions(self, collection: str, doc_id: str) -> bool:
-        """Whether doc2query is on and the indexed document's chunks hold no questions (an
-        unchanged file is then indexed again, with them)."""
-        if self.question_writer is None:
-            return False
-        chunks = self.catalog.doc_chunks(collection, doc_id)
-        # an empty list is an answer (the model wrote no question): only a missing key, left
-        # by a plain ingest or a failed model call, is asked again
-        return bool(chunks) and not any("doc2query" in c.metadata for c in chunks)
 
     def index(self, collection: str, dim: int) -> Index:
         """The open index of ``collection`` (opened once, then cached)."""
@@ -537,14 +500,6 @@ class IngestPipeline:
                     continue
                 if embedding is None:
                     embedding = self._start_embedding(collection, progress)
-                writer = self.question_writer
-                if writer is not None:
-                    t0 = time.perf_counter()
-                    written, cached = writer.written, writer.cached
-                    writer.expand(pending.chunks)
-                    report.timings.doc2query_s += time.perf_counter() - t0
-                    report.questions_written += writer.written - written
-                    report.questions_cached += writer.cached - cached
                 embedding.submit([c.index_text() for c in pending.chunks])
 
             if embedding is None:
@@ -617,11 +572,7 @@ class IngestPipeline:
             return None
         existing = self.catalog.get_document(collection, doc.doc_id)
         indexed = existing if existing is not None and existing.status == "indexed" else None
-        if (
-            indexed is not None
-            and indexed.content_hash == doc.content_hash
-            and not self._lacks_questions(collection, doc.doc_id)
-        ):
+        if indexed is not None and indexed.content_hash == doc.content_hash:
             outcome.status = "unchanged"
             outcome.n_chunks = indexed.n_chunks
             return None
@@ -672,8 +623,6 @@ class IngestPipeline:
                 notes.append(f"replaces '{doc.doc_id}' read from {indexed.path}")
             if stale:
                 notes.append(f"replaces {', '.join(stale)} (same path)")
-            if indexed is not None and indexed.content_hash == doc.content_hash:
-                notes.append("same content, indexed again with doc2query questions")
             outcome.message = "; ".join(notes)
         outcome.n_chunks = len(chunks)
         batch.docs[doc.doc_id] = str(path)
