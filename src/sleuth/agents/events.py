@@ -140,23 +140,28 @@ class EventEmitter:
         self._lock = threading.Lock()
         self._stream = 0
         self._streamed: list[str] = []
+        self._earlier: list[str] = []
 
     def emit(self, event: AgentEvent) -> AgentEvent:
         """Number ``event``, keep it and hand it to every sink; credential-shaped strings in
         it (retrieved text shown in an observation) are masked first
         (:func:`sleuth.agents.safety.mask_secrets`). An ``answer`` event after streamed text
-        is marked ``revised`` when its text differs from the last stream's
-        (:func:`revised`)."""
+        is marked ``revised`` when its text differs from any stream's (:func:`revised`): a
+        draft the run set aside (a first reply a repair round replaced) was shown too, and
+        must not be read as the answer."""
         event = masked(event)
         if isinstance(event, AnswerEvent):  # an answer's text is bounded (answer.capped)
             event.answer = capped(event.answer)
         if isinstance(event, AnswerDeltaEvent):
             with self._lock:
                 if event.stream != self._stream:
+                    if self._streamed:
+                        self._earlier.append("".join(self._streamed))
                     self._stream, self._streamed = event.stream, []
                 self._streamed.append(event.delta)
         elif isinstance(event, AnswerEvent) and self._stream:
-            event.revised = revised("".join(self._streamed), event.answer.answer_text)
+            shown = [*self._earlier, "".join(self._streamed)]
+            event.revised = any(revised(text, event.answer.answer_text) for text in shown)
         with self._lock:
             event.seq = len(self.events) + 1
             event.task_id = self.task_id
