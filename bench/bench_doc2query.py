@@ -85,6 +85,16 @@ def parse_questions(reply: str, n: int) -> list[str]:
     return out[:n]
 
 
+def first_chunks(app: Any) -> dict[str, Any]:
+    """``source_id`` → the first chunk (lowest part) of each section of the plain collection."""
+    first: dict[str, Any] = {}
+    for doc in app.catalog.list_documents(PLAIN):
+        for chunk in app.catalog.doc_chunks(PLAIN, doc.doc_id):
+            if chunk.source_id not in first or chunk.part < first[chunk.source_id].part:
+                first[chunk.source_id] = chunk
+    return first
+
+
 def write_questions(app: Any, llm: str, n: int) -> tuple[dict[str, list[str]], dict[str, Any]]:
     """``source_id`` → the questions of each section of the plain collection (read off its
     first chunk: heading and first :data:`PASSAGE_CHARS` characters), and the cost (sections
@@ -100,12 +110,7 @@ def write_questions(app: Any, llm: str, n: int) -> tuple[dict[str, list[str]], d
     name = MODEL_NAME if llm == "local" else llm
     out: dict[str, list[str]] = {}
     cost = {"written": 0, "cached": 0, "seconds": 0.0}
-    first: dict[str, Any] = {}
-    for doc in app.catalog.list_documents(PLAIN):
-        for chunk in app.catalog.doc_chunks(PLAIN, doc.doc_id):
-            if chunk.source_id not in first or chunk.part < first[chunk.source_id].part:
-                first[chunk.source_id] = chunk
-    for sid, chunk in first.items():
+    for sid, chunk in first_chunks(app).items():
         heading = chunk.title_path[-1] if chunk.title_path else ""
         passage = chunk.text[:PASSAGE_CHARS]
         raw = json.dumps([1, name, n, heading, passage])
@@ -156,10 +161,7 @@ class QuestionCandidates:
     def __init__(self, app: Any, asked: dict[str, list[str]]) -> None:
         import numpy as np
 
-        self.first: dict[str, Any] = {}
-        for doc in app.catalog.list_documents(PLAIN):
-            for chunk in app.catalog.doc_chunks(PLAIN, doc.doc_id):
-                self.first.setdefault(chunk.source_id, chunk)
+        self.first = first_chunks(app)
         pairs = [(sid, q) for sid, qs in asked.items() if sid in self.first for q in qs]
         self.owners = [sid for sid, _ in pairs]
         self.vectors = np.asarray(app.kb.embedder.embed([q for _, q in pairs]), dtype=np.float32)

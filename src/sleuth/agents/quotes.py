@@ -208,15 +208,13 @@ def with_quotes(
     ]
     if not missing:
         return answer
-    kept = lines[:1] + [
-        line
-        for line in lines[1:]
-        if not any(restates(MARKERS.sub("", line), q.sentence) for q in missing)
-    ]
+    kept, dropped = lines[:1], []
+    for line in lines[1:]:
+        restated = any(restates(MARKERS.sub("", line), q.sentence) for q in missing)
+        (dropped if restated else kept).append(line)
     text = "\n".join(kept).rstrip() + "\n" + " ".join(q.cited() for q in missing)
     # a citation leaves with the dropped lines only: its marker was there and is nowhere else
-    dropped = set(cited_ids("\n".join(line for line in lines if line not in kept)))
-    left = dropped - set(cited_ids(text))
+    left = set(cited_ids("\n".join(dropped))) - set(cited_ids(text))
     still = [c for c in answer.citations if c.source_id not in left]
     cited = {c.source_id for c in still}
     added = [
