@@ -19,9 +19,10 @@ from sleuth.agents.finish import (
     split_short_answer,
     trimmed_short_answer,
 )
+from sleuth.agents.negation import clauses, negated
 from sleuth.agents.reader import answer_kind, complete_sentences
 from sleuth.agents.support import SupportChecker
-from sleuth.agents.verdict import clauses, negated, rule_verdict
+from sleuth.agents.verdict import rule_verdict
 from sleuth.eval.datasets import in_split, split_of
 from sleuth.eval.metrics import (
     answer_words,
@@ -1071,3 +1072,43 @@ def test_sections_bearing_on_no_question_are_set_aside_unless_linked() -> None:
     assert set_aside([question], order, ctx, threshold=0.0) == set()
     ctx.scorer = None
     assert set_aside([question], order, ctx, threshold=0.5) == set()
+
+
+def test_a_section_is_judged_by_the_deep_passage_a_search_found() -> None:
+    """A section whose rule opens in its own terms but whose illustration matches the
+    question (a lay question: "found a purse, may I keep it") is judged by that passage
+    when a search returned it — not set aside for its opening, and ranked by it."""
+    from sleuth.agents.heuristic import rank_sections, set_aside
+
+    opening = [
+        "Whoever dishonestly takes a thing found commits finding.",
+        "Finding is punished with a fine of ten rupees.",
+        "The harbour master keeps a register of findings.",
+    ]
+    parts = [
+        Chunk(
+            chunk_id=f"HC_S5#{n}",
+            doc_id="code",
+            source_id="HC_S5",
+            title_path=["Test code", "Finding"],
+            text=text,
+            position=n,
+            part=n,
+        )
+        for n, text in enumerate(
+            [*opening, "Illustration: A ferry passenger keeps a purse found on the deck."]
+        )
+    ]
+    dues = chunk("HC_S2", "Ferry passengers pay harbour dues on the deck.", "Dues")
+    ctx = ctx_with(dues)
+    ctx.retrieved["HC_S5"] = parts
+    ctx.numbers["HC_S5"] = 2
+    ctx.scorer = OverlapScorer()  # type: ignore[assignment]
+    question = "May a ferry passenger keep a purse found on the deck?"
+    order = ["HC_S2", "HC_S5"]
+    # read whole, no search returned its illustration: judged by its opening only
+    assert set_aside([question], order, ctx, threshold=0.5) == {"HC_S5"}
+    assert rank_sections(question, ctx)[0][0] == "HC_S2"
+    ctx.hits.add("HC_S5#3")  # a search returned the illustration as HC_S5's best passage
+    assert set_aside([question], order, ctx, threshold=0.5) == set()
+    assert rank_sections(question, ctx)[0][0] == "HC_S5"

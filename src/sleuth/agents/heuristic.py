@@ -115,17 +115,28 @@ def title_named(q_terms: set[str], chunks: list[Chunk]) -> float:
 
 MODEL_RANK_CHUNKS = 2
 """Chunks per section the cross-encoder reads when ranking sections (a section's opening
-holds its rule)."""
+holds its rule), besides the passages a search returned (:attr:`RunContext.hits`)."""
+
+
+def judged_passages(source_id: str, ctx: RunContext) -> list[Chunk]:
+    """The chunks of a retrieved section its relevance is judged by: its first
+    :data:`MODEL_RANK_CHUNKS` (the rule) and any passage a ``rag_search`` of the run returned
+    for it (an illustration or proviso that matched the question deeper in the section)."""
+    chunks = ctx.retrieved[source_id]
+    return [
+        *chunks[:MODEL_RANK_CHUNKS],
+        *(c for c in chunks[MODEL_RANK_CHUNKS:] if c.chunk_id in ctx.hits),
+    ]
 
 
 def section_relevance(
     question: str, source_ids: Sequence[str], ctx: RunContext
 ) -> dict[str, float]:
     """``source_id`` → the cross-encoder's relevance to ``question``, in (0, 1), of the best
-    of the section's first :data:`MODEL_RANK_CHUNKS` retrieved chunks (a section's opening
-    holds its rule); ``ctx.scorer`` must be set. Scores are cached by the cross-encoder, so
-    asking again for the same question and sections costs no model call."""
-    pairs = [(sid, c) for sid in source_ids for c in ctx.retrieved[sid][:MODEL_RANK_CHUNKS]]
+    of the section's :func:`judged_passages`; ``ctx.scorer`` must be set. Scores are cached
+    by the cross-encoder, so asking again for the same question and sections costs no model
+    call."""
+    pairs = [(sid, c) for sid in source_ids for c in judged_passages(sid, ctx)]
     logits = ctx.scorer.logits(question, [c.index_text() for _, c in pairs])
     best: dict[str, float] = {}
     for (sid, _), logit in zip(pairs, logits, strict=True):
@@ -137,7 +148,7 @@ def _model_ranked(
     question: str, ctx: RunContext, titled: dict[str, float], numbers: set[str]
 ) -> list[str]:
     """Retrieved section ids ranked by the cross-encoder's relevance of their best chunk (of
-    the first :data:`MODEL_RANK_CHUNKS`) to ``question``, in (0, 1); a section the question
+    their :func:`judged_passages`) to ``question``, in (0, 1); a section the question
     names by number (:data:`NAMED_NUMBER_WEIGHT`) or by its whole title
     (:func:`title_named`) still comes first."""
     best = section_relevance(question, list(ctx.retrieved), ctx)
@@ -156,9 +167,9 @@ def set_aside(
     """The sections of ``source_ids`` that bear on none of ``questions`` (a question and its
     sub-questions) and are linked to none that does: what a generator need not read.
 
-    A section bears on a question when the cross-encoder's relevance of one of its first
-    :data:`MODEL_RANK_CHUNKS` chunks (as :func:`rank_sections` scores them, so the scores
-    come from its cache) reaches ``threshold`` — the run's coverage threshold
+    A section bears on a question when the cross-encoder's relevance of one of its
+    :func:`judged_passages` (as :func:`rank_sections` scores them, so the scores come from
+    its cache) reaches ``threshold`` — the run's coverage threshold
     (``SLEUTH_COVERAGE_THRESHOLD``), a probability in (0, 1). The first section is never set
     aside (whether the evidence answers at all is the coverage check's call), nor one linked
     either way to a section that bears on the question, directly or through a chain of such

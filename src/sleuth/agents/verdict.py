@@ -19,7 +19,7 @@ Negation scope is read in two steps, both general features of how statutes are d
   dash) and the cross-encoder picks the clause most relevant to the question, whose
   negation alone counts;
 * **bounds are not negations**: "not less than", "not exceeding", "not below the rank of"
-  state a limit, so "not" before a comparative (:data:`_BOUND`) is no cue.
+  state a limit, so "not" before a comparative is no cue (:mod:`sleuth.agents.negation`).
 
 The verdict is used to confirm or overturn a model's opening Yes/No and to open an
 extractive answer, and the trace records which sentence and clause decided it.
@@ -36,7 +36,6 @@ log-odds of "Yes" over "No" overturn the answer's verdict when they lie beyond
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +43,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from sleuth.agents.generation import GENERATION_EVIDENCE_CHARS, evidence_section, focused_evidence
+from sleuth.agents.negation import clauses, negated
 from sleuth.agents.safety import quotable_sentences
 from sleuth.prompts import load_prompt
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
@@ -51,17 +51,6 @@ from sleuth.retrieval.search import join_parts
 from sleuth.tools.base import RunContext
 from sleuth.types import Chunk
 
-_NEGATION = re.compile(
-    r"\b(?:not|no|never|nothing|none|neither|nor|nobody|cannot)\b|n't\b", re.IGNORECASE
-)
-_BOUND = re.compile(
-    r"\bnot\s+(?:less|more|fewer|greater|below|above|under|over|exceeding|later|earlier|"
-    r"beyond|before|after)\b",
-    re.IGNORECASE,
-)
-_CLAUSE = re.compile(r"\s*[,;:\u2014]\s*|\s+--?\s+")
-MIN_CLAUSE_WORDS = 4
-"""A clause shorter than this ("Save as aforesaid", "(2) Where") joins the next one."""
 MAX_SENTENCES = 60
 """Sentences scored per verdict at most (cited sections first)."""
 JUDGED_YES_LOG_ODDS = 1.5
@@ -93,32 +82,6 @@ class RuleVerdict:
     clause: str
     source_id: str
     score: float
-
-
-def negated(text: str) -> bool:
-    """Whether ``text`` negates: an odd number of negation cues ("not", "no", "nothing",
-    "never", "cannot", "n't" …), a bound ("not less than") not counted."""
-    return len(_NEGATION.findall(_BOUND.sub(" ", text))) % 2 == 1
-
-
-def clauses(sentence: str) -> list[str]:
-    """``sentence`` split at clause boundaries (commas, semicolons, colons, dashes), a
-    clause of fewer than :data:`MIN_CLAUSE_WORDS` words joined to the next one."""
-    out: list[str] = []
-    carry = ""
-    for part in _CLAUSE.split(sentence):
-        part = f"{carry} {part}".strip() if carry else part.strip()
-        if len(part.split()) < MIN_CLAUSE_WORDS:
-            carry = part
-            continue
-        out.append(part)
-        carry = ""
-    if carry:
-        if out:
-            out[-1] = f"{out[-1]} {carry}"
-        else:
-            out.append(carry)
-    return out or [sentence]
 
 
 def rule_verdict(

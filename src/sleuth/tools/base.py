@@ -58,6 +58,10 @@ class RunContext:
     searches: list[str] = field(default_factory=list)
     found: dict[str, list[str]] = field(default_factory=dict)
     """Each ``rag_search`` query of the run → the section ids it returned, best first."""
+    hits: set[str] = field(default_factory=set)
+    """The ``chunk_id`` of each section's best passage a ``rag_search`` of the run returned:
+    where a section answers deep in its text (an illustration, a proviso), the passage the
+    search found is the one to judge it by (:func:`~sleuth.agents.heuristic.section_relevance`)."""
     hopped: set[str] = field(default_factory=set)
     """Sections a ``next_hop`` search started from."""
     hop_paths: dict[str, list[str]] = field(default_factory=dict)

@@ -116,6 +116,7 @@ def build_rag_tools(kb: KnowledgeBase) -> list[Tool]:
         linked = kb.with_mentions(collection, [chunk for _, (_, chunk) in top])
         top = [(sid, (score, chunk)) for (sid, (score, _)), chunk in zip(top, linked, strict=True)]
         ctx.track(chunk for _, (_, chunk) in top)
+        ctx.hits.update(chunk.chunk_id for _, (_, chunk) in top)
         ctx.searches.append(args.query)
         ctx.found[args.query] = [sid for sid, _ in top]
         results = [

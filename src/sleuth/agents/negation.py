@@ -1,0 +1,54 @@
+"""Negation and clause scope in rule text: whether a clause negates, and a sentence's clauses.
+
+Used by the yes/no verdict reader (:mod:`sleuth.agents.verdict`: the parity of negation of
+the clause that answers) and by the support check (:mod:`sleuth.agents.support`: a claim
+whose negation differs from the clause of its cited section that states it contradicts its
+citation). Two general features of how statutes are drafted decide the scope:
+
+* a rule sentence carries its conditions and provisos in clauses, split at ``,`` ``;``
+  ``:`` and a dash (:func:`clauses`); the clause that answers alone carries the negation;
+* bounds are not negations: "not less than", "not exceeding", "not below the rank of" state
+  a limit, so "not" before a comparative is no cue (:func:`negated`).
+"""
+
+from __future__ import annotations
+
+import re
+
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|nothing|none|neither|nor|nobody|cannot)\b|n't\b", re.IGNORECASE
+)
+_BOUND = re.compile(
+    r"\bnot\s+(?:less|more|fewer|greater|below|above|under|over|exceeding|later|earlier|"
+    r"beyond|before|after)\b",
+    re.IGNORECASE,
+)
+_CLAUSE = re.compile(r"\s*[,;:\u2014]\s*|\s+--?\s+")
+MIN_CLAUSE_WORDS = 4
+"""A clause shorter than this ("Save as aforesaid", "(2) Where") joins the next one."""
+
+
+def negated(text: str) -> bool:
+    """Whether ``text`` negates: an odd number of negation cues ("not", "no", "nothing",
+    "never", "cannot", "n't" …), a bound ("not less than") not counted."""
+    return len(_NEGATION.findall(_BOUND.sub(" ", text))) % 2 == 1
+
+
+def clauses(sentence: str) -> list[str]:
+    """``sentence`` split at clause boundaries (commas, semicolons, colons, dashes), a
+    clause of fewer than :data:`MIN_CLAUSE_WORDS` words joined to the next one."""
+    out: list[str] = []
+    carry = ""
+    for part in _CLAUSE.split(sentence):
+        part = f"{carry} {part}".strip() if carry else part.strip()
+        if len(part.split()) < MIN_CLAUSE_WORDS:
+            carry = part
+            continue
+        out.append(part)
+        carry = ""
+    if carry:
+        if out:
+            out[-1] = f"{out[-1]} {carry}"
+        else:
+            out.append(carry)
+    return out or [sentence]
