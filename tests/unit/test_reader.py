@@ -136,6 +136,23 @@ def test_sentences_split_at_clauses_not_at_broken_cross_references(
     assert sentences(text) == said
 
 
+def test_a_looped_sentence_is_said_once() -> None:
+    from sleuth.agents.reader import without_repeats
+
+    # the local model's greedy loop on an illustration's conclusion (a dev run's answer)
+    looped = "3 years. A has committed mischief. … " * 1 + "A has committed mischief. … " * 7
+    looped += "(4) Whoever commits mischief shall be punished."
+    assert without_repeats(looped) == (
+        "3 years. A has committed mischief. … (4) Whoever commits mischief shall be punished."
+    )
+    # markers, case and spacing aside it is the same sentence; lines stay lines
+    text = "Yes.\n- A ferry needs lamps [HC_S9].\n- a ferry  needs lamps.\n- 5 years.\n- 5 years."
+    assert without_repeats(text) == "Yes.\n- A ferry needs lamps [HC_S9].\n- 5 years.\n- 5 years."
+    # a stop before a digit or a lower-case word ends no sentence: no half is dropped
+    fines = "The fine is Rs. 1.5 lakh for a ferry.\nThe fine is Rs. 2 lakh for a barge."
+    assert without_repeats(fines) == fines
+
+
 def test_complete_sentences_never_ends_mid_sentence() -> None:
     cut = "Yes, a ferry may sail at night [1]. It must then carry two lamps when the"
     assert complete_sentences(cut, cut=True) == "Yes, a ferry may sail at night [1]."
@@ -215,6 +232,8 @@ def test_negation_parity() -> None:
     assert not negated("Nothing in this rule does not apply.")  # two cues cancel
     # a bound is not a negation: "not less than" / "not below the rank of" state a limit
     assert not negated("A ferry shall carry not less than two lifeboats.")
+    # a minimum term as statutes write it ("shall not be less than twenty years")
+    assert not negated("The term shall not be less than two years but may extend to five.")
     assert negated("No ferry shall sail without a master not below the rank of mate.")
 
 

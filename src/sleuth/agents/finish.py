@@ -31,6 +31,7 @@ from sleuth.agents.reader import (
     answer_kind,
     complete_sentences,
     sentence_opening,
+    without_repeats,
 )
 from sleuth.agents.scope import decline, not_held, unseen_identifiers
 from sleuth.agents.state import RunStatus
@@ -468,7 +469,10 @@ def finish_answer(
     short: str | None = None
     rounds = 0
     if from_model and not draft.is_insufficient_context:
-        draft = draft.model_copy(update={"answer_text": complete_sentences(draft.answer_text)})
+        # a looped sentence is said once, and the text ends a sentence
+        draft = draft.model_copy(
+            update={"answer_text": complete_sentences(without_repeats(draft.answer_text))}
+        )
         short, split = split_short_answer(draft)
         if repair is not None:
             retyped = _retyped(question, short, draft, repair)

@@ -7,8 +7,9 @@ citation). Two general features of how statutes are drafted decide the scope:
 
 * a rule sentence carries its conditions and provisos in clauses, split at ``,`` ``;``
   ``:`` and a dash (:func:`clauses`); the clause that answers alone carries the negation;
-* bounds are not negations: "not less than", "not exceeding", "not below the rank of" state
-  a limit, so "not" before a comparative is no cue (:func:`negated`).
+* bounds are not negations: "not less than", "shall not be less than", "not exceeding",
+  "not below the rank of" state a limit, so "not" (or "not be") before a comparative is no
+  cue (:func:`negated`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ _NEGATION = re.compile(
     r"\b(?:not|no|never|nothing|none|neither|nor|nobody|cannot)\b|n't\b", re.IGNORECASE
 )
 _BOUND = re.compile(
-    r"\bnot\s+(?:less|more|fewer|greater|below|above|under|over|exceeding|later|earlier|"
+    r"\bnot\s+(?:be\s+)?(?:less|more|fewer|greater|below|above|under|over|exceeding|later|earlier|"
     r"beyond|before|after)\b",
     re.IGNORECASE,
 )

@@ -18,8 +18,12 @@ last complete sentence (:func:`complete_sentences`) — the budget never leaves 
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Literal
+
+from sleuth.agents.answer import MARKERS
+from sleuth.retrieval.text import words
 
 AnswerKind = Literal["fact", "yes_no", "explanation", "list", "procedure"]
 OUTPUT_TOKENS: dict[AnswerKind, int] = {
@@ -109,6 +113,48 @@ def sentence_opening(text: str) -> str:
     if verdict in ("Yes.", "No.") and rest:  # "Yes. the man is committing a crime"
         return f"{verdict} {sentence_opening(rest)}"
     return body
+
+
+REPEAT_MIN_WORDS = 3
+"""Words a sentence needs for a later copy of it to count as a repeat ("5 years." may
+rightly recur; a rule sentence does not)."""
+
+
+def without_repeats(text: str) -> str:
+    """``text`` without the sentences that repeat an earlier one word for word (case,
+    spacing, punctuation and citation markers aside; :data:`REPEAT_MIN_WORDS` words at
+    least), nor a wordless piece ("…") right after a dropped repeat. A small model decoding
+    greedily can loop on one sentence ("A has committed mischief. … A has committed
+    mischief. …"); the answer states it once. A stop before a digit or a lower-case word
+    ends no sentence. Lines are kept; a line left empty goes."""
+    seen: set[str] = set()
+    lines = []
+    for line in text.split("\n"):
+        cuts = [0, *(m.end() for m in _SENTENCE_END.finditer(line)), len(line)]
+        kept: list[str] = []
+        dropped = False
+        pieces: list[str] = []
+        for a, b in itertools.pairwise(cuts):
+            piece = line[a:b]
+            head = piece.lstrip()[:1]
+            # "Rs. 1.5 lakh", "No. 4", "e.g. the": a stop before a digit or a lower-case
+            # word ends no sentence
+            if pieces and head and (head.isdigit() or head.islower()):
+                pieces[-1] += piece
+            elif piece:
+                pieces.append(piece)
+        for piece in pieces:
+            said = words(MARKERS.sub("", piece))
+            key = " ".join(said)
+            if (len(said) >= REPEAT_MIN_WORDS and key in seen) or (not said and dropped):
+                dropped = True
+                continue
+            dropped = False
+            seen.add(key)
+            kept.append(piece)
+        if kept or not line.strip():
+            lines.append("".join(kept).rstrip())
+    return "\n".join(lines).strip()
 
 
 def complete_sentences(text: str, cut: bool = False) -> str:
