@@ -49,7 +49,7 @@ COLLECTION = "verdict_bench"
 def sentence_parity(question: str, sentence: str) -> str:
     """The verdict of the earlier reader: negation parity over the whole sentence."""
 
-    from sleuth.agents.verdict import _NEGATION
+    from sleuth.agents.negation import _NEGATION
 
     def odd(text: str) -> bool:  # every cue counts, bounds ("not less than") too
         return len(_NEGATION.findall(text)) % 2 == 1
