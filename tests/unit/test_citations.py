@@ -487,3 +487,34 @@ def test_a_sub_section_label_states_no_number() -> None:
     ).supported
     wrong = checker.check("A detained ferry is released within 6 hours.", "HC_S12", [rule])
     assert not wrong.supported and "6" in wrong.reason()
+
+
+def test_a_numbered_part_of_the_section_states_no_quantity() -> None:
+    # a model wrote "… may extend to two years" against a section whose terms are seven and
+    # three years: its "Explanation 2." passed the number check as if it said two
+    rule = harbour_section(
+        14,
+        "False log entries.",
+        "(1) Whoever enters a false entry in a ship's log shall be punished with imprisonment "
+        "which may extend to seven years. Explanation 1.—A log kept on paper is a log. "
+        "Explanation 2.—A log kept electronically is a log. (2) In any other case, the term "
+        "may extend to three years under section 9.",
+    )
+    checker = SupportChecker()
+    wrong = checker.check(
+        "A false log entry is punished with a term which may extend to two years.", "HC_S14", [rule]
+    )
+    assert not wrong.supported and "2" in wrong.reason()
+    assert checker.check(
+        "A false log entry is punished with a term which may extend to seven years.",
+        "HC_S14",
+        [rule],
+    ).supported
+    # a part the claim names is found among the parts the section names
+    assert checker.check(
+        "In other cases the term under section 9 may extend to three years.", "HC_S14", [rule]
+    ).supported
+    named = checker.check(
+        "In other cases the term under section 11 may extend to three years.", "HC_S14", [rule]
+    )
+    assert not named.supported and "11" in named.reason()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sleuth.retrieval.text import analyze, coverage, latin_share, terms, words
+from sleuth.retrieval.text import analyze, coverage, latin_share, named_phrases, terms, words
 from sleuth.store.local_index import tokenize
 
 
@@ -60,3 +60,19 @@ def test_latin_share() -> None:
     assert latin_share("Theft is a crime") == 1.0
     assert latin_share("यह झूठ है") == 0.0
     assert latin_share("1998") is None
+
+
+def test_a_word_after_a_list_items_label_opens_a_sentence_not_a_name() -> None:
+    # a statute's sub-section "(1) Whoever …": "Whoever" is no name to search a hop for
+    text = (
+        "(1) Whoever threatens another shall be punished. "
+        "(b) Any Chief Judicial Magistrate may act."
+    )
+    names = [name for _, name in named_phrases(text)]
+    assert "Whoever" not in names
+    assert any("Chief Judicial Magistrate" in name for name in names)
+    # a name after a label is still a name, and a capitalised word mid-sentence still counts
+    assert [n for _, n in named_phrases("(2) Piers Lorne sailed to Brevania.")] == [
+        "Piers Lorne",
+        "Brevania",
+    ]

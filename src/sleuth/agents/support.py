@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from sleuth.ingest.references import SOURCE_ID_TOKEN
 from sleuth.retrieval.embeddings import Embedder
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.text import digits, latin_share, terms
@@ -77,6 +78,12 @@ _NUMBERED = re.compile(r"^\s*(?:[-*•]|\(?\d{1,3}[.)])\s+")
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _LABEL = re.compile(r"\(\d+[A-Za-z]?\)")
 """A sub-section or clause label, "(6)" or "(2A)": a place in the text, not a quantity."""
+_PLACE = re.compile(
+    r"(?i:\b(?:sub-)?(?:section|clause|explanation|illustration|chapter|schedule|article|rule"
+    r"|paragraph|form)s?\s+\d+[A-Z]?\b(?:\s*(?:,|and|or|to)\s*\d+[A-Z]?\b)*)"
+)
+"""A part of a text named with its number ("section 64", "Explanation 2", "sections 39 to
+41"): its number is a place, not a quantity."""
 
 
 @dataclass(frozen=True)
@@ -136,14 +143,32 @@ class Support:
         return "the section does not support the sentence (" + ", ".join(parts) + ")"
 
 
+def _plain(text: str) -> str:
+    """``text`` in digits (:func:`~sleuth.retrieval.text.digits`) without its sub-section
+    labels and citation ids: neither states a number."""
+    return _LABEL.sub(" ", SOURCE_ID_TOKEN.sub(" ", digits(text)))
+
+
+def _numbers_in(text: str) -> frozenset[str]:
+    return frozenset(n.replace(",", "").rstrip(".") for n in _NUMBER.findall(text))
+
+
 @lru_cache(maxsize=4096)
 def numbers(text: str) -> frozenset[str]:
-    """The numbers ``text`` states, in digits whichever way they are written ("seven years",
-    "7 years" → ``"7"``; "5,000" → ``"5000"``); sub-section labels ("(6) Notwithstanding …")
-    state none, or "up to 6 hours" would pass against any section with six sub-sections.
-    Cached: a run checks many claims against the same few sections."""
-    stated = _LABEL.sub(" ", digits(text))
-    return frozenset(n.replace(",", "").rstrip(".") for n in _NUMBER.findall(stated))
+    """The quantities ``text`` states, in digits whichever way they are written ("seven
+    years", "7 years" → ``"7"``; "5,000" → ``"5000"``). Places state none: sub-section labels
+    ("(6) Notwithstanding …"), numbered parts (:data:`_PLACE`: "Explanation 2", "section
+    64") and citation ids ("BNS_S229") — or "up to 6 hours" would pass against any section
+    with six sub-sections, and "two years" against any with a second explanation. Cached: a
+    run checks many claims against the same few sections."""
+    return _numbers_in(_PLACE.sub(" ", _plain(text)))
+
+
+@lru_cache(maxsize=4096)
+def places(text: str) -> frozenset[str]:
+    """The numbers of the parts ``text`` names (:data:`_PLACE`: "section 64", "sections 39 to
+    41" → ``{"64"}``, ``{"39", "41"}``)."""
+    return frozenset(n for m in _PLACE.finditer(_plain(text)) for n in _numbers_in(m.group(0)))
 
 
 def claim_text(sentence: str) -> str:
@@ -231,8 +256,12 @@ class SupportChecker:
             dict.fromkeys([chunks[0].heading if chunks else "", *(c.text for c in chunks)])
         )
         lexical = len(claim_terms & set(terms(section_text))) / len(claim_terms)
-        stated = numbers(claim)
-        missing = stated - numbers(section_text) - numbers(given) if stated else stated
+        # a quantity must be one the section states; a part it names ("section 12"), one the
+        # section states or names
+        held = numbers(section_text) | numbers(given)
+        missing = (numbers(claim) - held) | (
+            places(claim) - held - places(section_text) - places(given)
+        )
         if missing:
             return Support(
                 source_id, lexical, None, supported=False, missing_numbers=tuple(sorted(missing))

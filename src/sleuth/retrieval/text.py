@@ -389,18 +389,24 @@ _NAMED = re.compile(
 )
 
 
+_ITEM_LABEL = re.compile(r"\((?:\d{1,3}|[a-z]{1,4}|[A-Z])\)$")
+"""A list item's label ending the text before a word: "(1)", "(b)", "(iv)" — the word after
+it opens a sentence."""
+
+
 def named_phrases(text: str) -> list[tuple[int, str]]:
     """The names in ``text``: runs of capitalised words or numbers ("Piers Lorne, 5th
     Earl of Marrow" gives "Piers Lorne" and "5th Earl of Marrow"), with their character
     offsets; a run of numbers only ("1979", "4th") is no name. A sentence's first word is
-    capitalised anyway: it opens a name only when the run goes on and it is no stop word
-    ("Which Norwegian band" → "Norwegian"; "Name the mother" → nothing); a run of stop words
-    only ("In", "The") is not a name."""
+    capitalised anyway — after a stop, or after a list item's label ("(1) Whoever …") —: it
+    opens a name only when the run goes on and it is no stop word ("Which Norwegian band" →
+    "Norwegian"; "Name the mother" → nothing); a run of stop words only ("In", "The") is not
+    a name."""
     found = []
     for match in _NAMED.finditer(text):
         phrase, start = match.group(0).strip(" ."), match.start()
         before = text[:start].rstrip()
-        if not before or before[-1] in ".!?\"'(":
+        if not before or before[-1] in ".!?\"'(" or _ITEM_LABEL.search(before):
             first, _, rest = phrase.partition(" ")
             if not rest or first.lower() in STOPWORDS:
                 phrase, start = rest.strip(), start + len(first) + 1
@@ -538,6 +544,9 @@ def polarity(question: str, text: str) -> tuple[set[str], set[str]]:
 
 def digits(text: str) -> str:
     """``text`` with English number words written as digits ("twenty-four hours" →
-    "24 hours"; ``text_to_num.alpha2digit``), so that a number matches however it is
-    written; lone "one" is kept (it is more often a pronoun)."""
-    return alpha2digit(text, "en")
+    "24 hours", "extend to two years" → "extend to 2 years"; ``text_to_num.alpha2digit``),
+    so that a number matches however it is written; lone "one" is kept (it is more often a
+    pronoun)."""
+    # threshold 2: alpha2digit's default (3) leaves a lone "two" as a word after some words
+    # ("to two years"), so that a claim's "two years" was no number at all
+    return alpha2digit(text, "en", threshold=2)
