@@ -143,9 +143,11 @@ class Support:
         return "the section does not support the sentence (" + ", ".join(parts) + ")"
 
 
+@lru_cache(maxsize=4096)
 def _plain(text: str) -> str:
     """``text`` in digits (:func:`~sleuth.retrieval.text.digits`) without its sub-section
-    labels and citation ids: neither states a number."""
+    labels and citation ids: neither states a number. Cached: :func:`numbers` and
+    :func:`places` both read it, and ``alpha2digit`` is the slow part."""
     return _LABEL.sub(" ", SOURCE_ID_TOKEN.sub(" ", digits(text)))
 
 
