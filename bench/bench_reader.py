@@ -65,6 +65,7 @@ KEEP = (
     "cited",
     "gold_source_ids",
     "key_facts",
+    "lead_key_facts",
     "verdict",
     "verdict_correct",
     "gold_cited",
@@ -81,6 +82,7 @@ KEEP = (
     "tokens",
     "tokens_by_stage",
     "yes_no_check",
+    "quantity_check",
 )
 
 

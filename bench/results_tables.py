@@ -23,12 +23,44 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.metrics import answer_words, repeated_sentences
+from sleuth.eval.metrics import answer_words, lead_key_fact_share, repeated_sentences
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 READMES = (REPO / "README.md", REPO / "bench" / "README.md")
 BEGIN, END = "<!-- reader-results:begin -->", "<!-- reader-results:end -->"
+QUESTIONS = [
+    REPO / "bench" / "data" / name
+    for name in ("statutes_judged.jsonl", "statutes_dialogues.jsonl", "statutes_yes_no.jsonl")
+]
+
+
+def key_facts_by_id() -> dict[str, list[list[str]]]:
+    """The key facts of every judged-set and lay-set question that is not yes/no, by id (a
+    dialogue's are its first turn's)."""
+    found: dict[str, list[list[str]]] = {}
+    for path in QUESTIONS:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            item = json.loads(line)
+            turn = item["turns"][0] if "turns" in item else item
+            if turn.get("key_facts") and not item.get("verdict"):
+                found[item["id"]] = turn["key_facts"]
+    return found
+
+
+def lead_share(records: Sequence[dict[str, Any]]) -> float | None:
+    """Mean key-fact share of the answers' first sentences (a decline: 0) over the records
+    of questions that are not yes/no (:func:`~sleuth.eval.metrics.lead_key_fact_share`);
+    read off the answer text, so older records get it too."""
+    facts = key_facts_by_id()
+    values = [
+        0.0
+        if r["insufficient_context"]
+        else lead_key_fact_share(r["answer"] or "", facts[r["id"]]) or 0.0
+        for r in records
+        if r["id"] in facts
+    ]
+    return sum(values) / len(values) if values else None
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -53,6 +85,7 @@ def measures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {
         "questions": f"{len(inside)} + {len(outside)}",
         "key facts": share(inside, "key_facts"),
+        "lead key facts": lead_share(inside),
         "gold cited": share(inside, "gold_cited"),
         "no ungrounded": (
             sum(r["ungrounded_sentences"] == 0 for r in inside) / len(inside) if inside else None
@@ -304,7 +337,9 @@ def main() -> None:
     intro = (
         "From `bench/results/reader-*.jsonl` by `bench/results_tables.py`; key facts, gold "
         "cited, no ungrounded, declined w/ gold and verdict correct over the in-corpus "
-        "questions, mid-sentence over every answered run; p50/p95 per run, seconds.\n\n"
+        "questions (lead key facts: those the answer's first sentence states, over the "
+        "questions that are not yes/no), mid-sentence over every answered run; p50/p95 per "
+        "run, seconds.\n\n"
     )
     reranked = rerank_table(sorted(RESULTS.glob("rerank-*.jsonl")))
     rerank_intro = (

@@ -28,6 +28,7 @@ from sleuth.eval.metrics import (
     answer_words,
     ends_mid_sentence,
     key_fact_share,
+    lead_key_fact_share,
     repeated_sentences,
     stated_verdict,
 )
@@ -512,6 +513,15 @@ def test_judged_metrics() -> None:
     assert key_fact_share("The fee is 10 coins [1].", facts) == 0.5
     assert key_fact_share("The harbour master sets a fee of ten coins.", facts) == 1.0
     assert key_fact_share("anything", []) is None
+    # a number states its fact however it is written, a lone "one" too
+    assert key_fact_share("It costs 1 coin and a licence.", [["one coin"]]) == 1.0
+    assert key_fact_share("It costs one coin.", [["1 coin"]]) == 1.0
+    assert key_fact_share("It costs eleven coins.", [["one coin"]]) == 0.0
+    # the lead: a wrong short answer is not saved by the quote after it
+    lead = "5 coins. The fee shall not be less than one coin but may reach five coins [HC_S4]."
+    assert key_fact_share(lead, [["one coin"]]) == 1.0
+    assert lead_key_fact_share(lead, [["one coin"]]) == 0.0
+    assert lead_key_fact_share("One coin [HC_S4]. It is paid yearly.", [["one coin"]]) == 1.0
     assert stated_verdict("No. No ferry shall sail [HC_S4].") == "no"
     assert stated_verdict("[1] Yes, it may.") == "yes"
     assert stated_verdict("Nobody may sail.") is None

@@ -18,6 +18,7 @@ from sleuth.agents.citations import (
 from sleuth.agents.comparison import check_yes_no, named_entities
 from sleuth.agents.heuristic import compose_answer, named_sections
 from sleuth.agents.profile import profile_of
+from sleuth.agents.quantity import reread_quantity
 from sleuth.agents.question import is_multi_part
 from sleuth.agents.quotes import (
     answering_quotes,
@@ -129,6 +130,9 @@ class FinishedAnswer:
     yes_no_check: str | None = None
     """The evidence check of a yes/no comparison (:func:`~sleuth.agents.comparison.
     check_yes_no`): its verdict and reason, and whether it overturned the model's."""
+    quantity_check: str | None = None
+    """A short answer's quantity read again (:mod:`sleuth.agents.quantity`): kept, or what
+    it became."""
 
     @property
     def removed(self) -> list[RemovedCitation]:
@@ -154,6 +158,8 @@ class FinishedAnswer:
             parts.append(f"answer replaced: {self.replaced}")
         if self.yes_no_check:
             parts.append(f"yes/no check: {self.yes_no_check}")
+        if self.quantity_check:
+            parts.append(f"quantity check: {self.quantity_check}")
         parts.append(f"answer source: {self.source}")
         return "; ".join(parts)
 
@@ -161,13 +167,14 @@ class FinishedAnswer:
         """Trace metadata: the citation report plus ``answer_replaced``, ``answer_source``
         (``model`` kept as written, ``repaired`` kept with citations attached or after a
         repair round, ``replaced`` by the extractive answer, ``extractive`` when no model
-        wrote it), ``repair_rounds`` and ``yes_no_check``."""
+        wrote it), ``repair_rounds``, ``yes_no_check`` and ``quantity_check``."""
         return {
             **self.report.trace(),
             "answer_replaced": self.replaced,
             "answer_source": self.source,
             "repair_rounds": self.repair_rounds,
             "yes_no_check": self.yes_no_check,
+            "quantity_check": self.quantity_check,
         }
 
 
@@ -633,6 +640,10 @@ def finish_answer(
         )
         answer = with_quotes(answer, quotes, ctx)
         report.answer = answer
+    reread = _reread(question, answer, short, ctx, checker) if from_model else None
+    if reread is not None:
+        answer, short = reread.answer, reread.short
+        report.answer = answer
     if from_model and not answer.is_insufficient_context:
         # citation edits can leave "… [S1]," or a fragment behind: the answer ends a sentence
         answer.answer_text = sentence_opening(
@@ -674,6 +685,7 @@ def finish_answer(
         source=source,
         repair_rounds=rounds,
         yes_no_check=checked,
+        quantity_check=reread.note if reread is not None else None,
     )
 
 
@@ -948,6 +960,44 @@ def _judge_checked(
         }
     )
     return fixed, verdict.capitalize(), f"{said} overturned to {verdict}: {why}"
+
+
+@dataclass(frozen=True)
+class _Reread:
+    answer: GeneratedAnswer
+    short: str
+    note: str
+
+
+def _reread(
+    question: str,
+    answer: GeneratedAnswer,
+    short: str | None,
+    ctx: RunContext,
+    checker: SupportChecker | None,
+) -> _Reread | None:
+    """A model's short answer that states a quantity, read again by the model from the
+    sentences the answer ends with (:func:`~sleuth.agents.quantity.reread_quantity`); the
+    answer opens with the re-read one when it changed. ``None`` without a model (the
+    coverage judge's), a short answer, or an answer that opens with it."""
+    judge = checker.coverage_judge if checker is not None else None
+    if judge is None or not short or answer.is_insufficient_context:
+        return None
+    text = answer.answer_text
+    lead = MARKERS.sub("", text).lstrip()
+    if not lead.lower().startswith(short.lower()):
+        return None
+    at = text.lower().find(short.lower())
+    rest = text[at + len(short) :].lstrip(" .")
+    found = reread_quantity(question, short, rest, judge.model, ctx)
+    if found is None:
+        return None
+    if found.short == short:
+        return _Reread(answer, short, found.note)
+    fixed = answer.model_copy(
+        update={"answer_text": f"{found.short}. {rest}".strip(), "short_answer": found.short}
+    )
+    return _Reread(fixed, found.short, found.note)
 
 
 def stated_verdict(text: str) -> str | None:

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from text_to_num import alpha2digit
+
 from sleuth.retrieval.text import sentences, terms
 
 VERDICTS = ("SUFFICIENT", "PARTIAL", "INSUFFICIENT")
@@ -113,17 +115,32 @@ _VERDICT = re.compile(r"^\W*(yes|no)\b", re.I)
 _COMPLETE_END = re.compile(r"[.!?…][\"')\]]*$")
 
 
+def _stated_form(text: str) -> str:
+    """``text`` normalised (:func:`normalize_answer`) with its numbers in digits, a lone
+    "one" included (``text_to_num.alpha2digit``): "1 year" states "one year"."""
+    return normalize_answer(alpha2digit(strip_citations(text), "en", threshold=0))
+
+
 def key_fact_share(prediction: str, facts: Sequence[Sequence[str]]) -> float | None:
     """The share of ``facts`` the prediction states: a fact counts when one of its
     alternative phrasings occurs, on word boundaries, in the normalised prediction
-    (:func:`normalize_answer`, citation markers removed); ``None`` without facts."""
+    (:func:`normalize_answer`, citation markers removed, numbers in digits however written);
+    ``None`` without facts."""
     if not facts:
         return None
-    predicted = f" {normalize_answer(strip_citations(prediction))} "
+    predicted = f" {_stated_form(prediction)} "
     found = sum(
-        any((n := normalize_answer(a)) and f" {n} " in predicted for a in fact) for fact in facts
+        any((n := _stated_form(a)) and f" {n} " in predicted for a in fact) for fact in facts
     )
     return found / len(facts)
+
+
+def lead_key_fact_share(prediction: str, facts: Sequence[Sequence[str]]) -> float | None:
+    """:func:`key_fact_share` of the answer's first sentence only — what a reader takes as
+    the answer: a short answer ("5 years.") is judged by itself, not by the quotes after it
+    ("… not less than one year …") that the whole-answer share also counts."""
+    lead = sentences(strip_citations(prediction))
+    return key_fact_share(lead[0] if lead else "", facts)
 
 
 def stated_verdict(prediction: str) -> str | None:

@@ -30,6 +30,7 @@ from sleuth.eval.metrics import (
     exact_match,
     f1_score,
     key_fact_share,
+    lead_key_fact_share,
     mean,
     percentile,
     recall_at,
@@ -150,6 +151,8 @@ def score_run(
     tokens = {k: v for k, v in (trace.get("token_usage") or {}).items() if isinstance(v, int)}
     crag = agentic.get("crag") or []
     facts = key_fact_share(answer_text, question.key_facts)
+    # the answer's first sentence: a wrong short answer is not saved by the quotes after it
+    lead = lead_key_fact_share(answer_text, question.key_facts) if not question.verdict else None
     # a decline states no verdict, whatever word it opens with ("No section retrieved …")
     verdict = None if insufficient else stated_verdict(answer_text)
     all_gold = all_in(retrieved, gold) if gold else None
@@ -188,6 +191,7 @@ def score_run(
         "answer_replaced": trace.get("answer_replaced"),
         # judged sets: key facts stated, the yes/no verdict, declines that had the gold
         "key_facts": (0.0 if insufficient else facts) if facts is not None else None,
+        "lead_key_facts": (0.0 if insufficient else lead) if lead is not None else None,
         "verdict": verdict,
         "verdict_correct": (verdict == question.verdict) if question.verdict else None,
         "out_of_scope": question.out_of_scope,
@@ -221,6 +225,7 @@ def score_run(
         # prompt evaluation went
         "tokens_by_stage": trace.get("token_usage_by_stage") or {},
         "yes_no_check": trace.get("yes_no_check"),
+        "quantity_check": trace.get("quantity_check"),
         "cost_usd": _cost(tokens, config),
         "error": trace.get("error") or _status_error(response),
     }
