@@ -5,7 +5,10 @@ BSA (no section title in them), each with its gold sections and 1–3 key facts 
 alternative phrasings), the verdict of the yes/no ones, plus questions the three acts do not
 answer (``kind: out_of_scope``). Every run is scored automatically:
 
-- key facts: the share of a question's key facts the answer states (a decline scores 0);
+- key facts: the share of a question's key facts the answer states (a decline scores 0;
+  a number counts however it is written, "1 year" for "one year");
+- lead key facts: the same for the answer's first sentence only (questions that are not
+  yes/no): a wrong short answer ("5 years.") is not saved by the quotes that follow it;
 - gold cited: a gold section among the answer's citations;
 - no ungrounded: no answer sentence left without a supporting citation;
 - declined with gold: a decline although every gold section was retrieved;

@@ -4,6 +4,7 @@ model is a scripted double."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from sleuth.agents.answer import AnswerDraft
@@ -11,6 +12,7 @@ from sleuth.agents.coverage import CoverageJudge
 from sleuth.agents.finish import finish_answer
 from sleuth.agents.quantity import quantities, reread_quantity
 from sleuth.agents.support import SupportChecker
+from sleuth.llm import calls
 from sleuth.llm.testing import ScriptedChatModel, final
 from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext
@@ -95,3 +97,16 @@ def test_no_re_read_without_a_quantity_or_a_model() -> None:
     draft = AnswerDraft(answer_text="It is punished [HC_S7].", short_answer="5 years")
     done = finish_answer(QUESTION, draft, ctx(), checker=checker, from_model=True)
     assert done.quantity_check is None and done.answer.answer_text.startswith("5 years. ")
+
+
+def test_past_the_run_deadline_or_on_a_failed_call_the_short_answer_stands() -> None:
+    model = ScriptedChatModel([final("1 year")])
+    with calls.run_limits(calls.RunLimits(deadline=time.monotonic() - 1.0)) as limits:
+        found = reread_quantity(QUESTION, "5 years", LAMPS.text, model, ctx())
+    assert found is not None and found.short == "5 years"
+    assert found.note == "kept '5 years': the run's deadline has passed"
+    assert model.calls == [] and not limits.cut  # no call sent, the run not marked as cut
+    empty = ScriptedChatModel([])  # a call that raises
+    found = reread_quantity(QUESTION, "5 years", LAMPS.text, empty, ctx())
+    assert found is not None and found.short == "5 years"
+    assert found.note.startswith("kept '5 years': the re-read failed")

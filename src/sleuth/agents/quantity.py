@@ -21,6 +21,7 @@ tokens).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,6 @@ from text_to_num import alpha2digit
 from sleuth.agents.answer import MARKERS
 from sleuth.agents.generation import with_budget
 from sleuth.agents.support import numbers
-from sleuth.errors import ContextWindowExceeded, ModelDeadlineExceeded
 from sleuth.llm import calls
 from sleuth.prompts import load_prompt
 from sleuth.tools.base import RunContext
@@ -66,11 +66,9 @@ def reread_quantity(
     Returns:
         ``None`` when ``short`` states no quantity or ``shown`` none; else a :class:`Reread`
         whose ``short`` is the model's reply when it states only quantities of ``shown``,
-        no fewer than ``short`` and not the same ones, ``short`` itself otherwise (a failed call
-        included: the re-read is advice), with a note of either.
-
-    Raises:
-        ModelDeadlineExceeded, ContextWindowExceeded: as :func:`sleuth.llm.calls.invoke`.
+        no fewer than ``short`` and not the same ones, ``short`` itself otherwise, with a
+        note of either. The re-read is advice: a failed call (the run's deadline reached
+        during it included) keeps ``short``, and past the deadline none is made.
     """
     said = quantities(short)
     text = " ".join(MARKERS.sub("", shown).split())[:SHOWN_CHARS]
@@ -81,11 +79,12 @@ def reread_quantity(
         SystemMessage(load_prompt("quantity_reread")),
         HumanMessage(f"Text: {text}\n\nQuestion: {question}"),
     ]
+    due = calls.deadline()
+    if due is not None and time.monotonic() >= due:
+        return Reread(short, f"kept {short!r}: the run's deadline has passed")
     try:
         reply = calls.invoke(with_budget(model, REREAD_TOKENS), messages)
-    except (ModelDeadlineExceeded, ContextWindowExceeded):
-        raise
-    except Exception as exc:
+    except Exception as exc:  # the deadline reached during the call included: it is advice
         return Reread(short, f"kept {short!r}: the re-read failed ({type(exc).__name__})")
     ctx.add_usage(getattr(reply, "usage_metadata", None), "reread")
     again = " ".join(str(reply.content).split()).strip(" .")
