@@ -46,7 +46,9 @@ def ctx() -> RunContext:
     return context
 
 
-def finished(reply: str, short: str = "5 years") -> tuple[str, str | None, ScriptedChatModel]:
+def finished(
+    reply: str, short: str = "5 years", question: str = QUESTION
+) -> tuple[str, str | None, ScriptedChatModel]:
     model = ScriptedChatModel([final(reply)])
     checker = SupportChecker(
         cross_encoder=OverlapScorer(),  # type: ignore[arg-type]
@@ -58,7 +60,7 @@ def finished(reply: str, short: str = "5 years") -> tuple[str, str | None, Scrip
         short_answer=short,
         citations=["HC_S7"],
     )
-    done = finish_answer(QUESTION, draft, ctx(), checker=checker, from_model=True)
+    done = finish_answer(question, draft, ctx(), checker=checker, from_model=True)
     return done.answer.answer_text, done.quantity_check, model
 
 
@@ -87,6 +89,15 @@ def test_a_re_read_bringing_its_own_number_or_dropping_a_part_is_not_taken() -> 
     assert note is not None and "fewer numbers" in note
     text, note, _ = finished("five years")
     assert text.startswith("5 years. ") and note == "kept '5 years': the re-read agrees"
+    text, note, _ = finished("1")  # "1." would not say one of what
+    assert text.startswith("5 years. ") and note == "kept '5 years': the re-read '1' has no unit"
+
+
+def test_a_question_asking_several_things_is_not_read_again_for_one_number() -> None:
+    question = "What is the least jail term for sailing without lamps, and who collects the fine?"
+    text, note, model = finished("1 year", question=question)
+    assert note is None and model.calls == []
+    assert text.startswith("5 years. ")
 
 
 def test_no_re_read_without_a_quantity_or_a_model() -> None:

