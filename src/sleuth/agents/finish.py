@@ -642,14 +642,11 @@ def finish_answer(
         report.answer = answer
     # a question that asks several things has a short answer of several parts, and the
     # re-read asks for one number
-    reread = (
-        _reread(question, answer, short, ctx, checker)
-        if from_model and not profile.multi_part
-        else None
-    )
-    if reread is not None:
-        answer, short = reread.answer, reread.short
-        report.answer = answer
+    reread = None
+    if from_model and not profile.multi_part:
+        reread_answer, short, reread = _reread(question, answer, short, ctx, checker)
+        if reread_answer is not answer:
+            answer = report.answer = reread_answer
     if from_model and not answer.is_insufficient_context:
         # citation edits can leave "… [S1]," or a fragment behind: the answer ends a sentence
         answer.answer_text = sentence_opening(
@@ -691,7 +688,7 @@ def finish_answer(
         source=source,
         repair_rounds=rounds,
         yes_no_check=checked,
-        quantity_check=reread.note if reread is not None else None,
+        quantity_check=reread,
     )
 
 
@@ -968,42 +965,32 @@ def _judge_checked(
     return fixed, verdict.capitalize(), f"{said} overturned to {verdict}: {why}"
 
 
-@dataclass(frozen=True)
-class _Reread:
-    answer: GeneratedAnswer
-    short: str
-    note: str
-
-
 def _reread(
     question: str,
     answer: GeneratedAnswer,
     short: str | None,
     ctx: RunContext,
     checker: SupportChecker | None,
-) -> _Reread | None:
+) -> tuple[GeneratedAnswer, str | None, str | None]:
     """A model's short answer that states a quantity, read again by the model from the
-    sentences the answer ends with (:func:`~sleuth.agents.quantity.reread_quantity`); the
-    answer opens with the re-read one when it changed. ``None`` without a model (the
-    coverage judge's), a short answer, or an answer that opens with it."""
+    sentences the answer ends with (:func:`~sleuth.agents.quantity.reread_quantity`):
+    ``(answer, short answer, trace note)``, the answer opening with the re-read short answer
+    when it changed. Unchanged, with no note, without a model (the coverage judge's), a short
+    answer, or an answer that opens with it."""
     judge = checker.coverage_judge if checker is not None else None
     if judge is None or not short or answer.is_insufficient_context:
-        return None
+        return answer, short, None
     text = answer.answer_text
-    lead = MARKERS.sub("", text).lstrip()
-    if not lead.lower().startswith(short.lower()):
-        return None
-    at = text.lower().find(short.lower())
-    rest = text[at + len(short) :].lstrip(" .")
+    if not MARKERS.sub("", text).lstrip().lower().startswith(short.lower()):
+        return answer, short, None
+    rest = text[text.lower().find(short.lower()) + len(short) :].lstrip(" .")
     found = reread_quantity(question, short, rest, judge.model, ctx)
-    if found is None:
-        return None
-    if found.short == short:
-        return _Reread(answer, short, found.note)
+    if found is None or found.short == short:
+        return answer, short, found.note if found else None
     fixed = answer.model_copy(
         update={"answer_text": f"{found.short}. {rest}".strip(), "short_answer": found.short}
     )
-    return _Reread(fixed, found.short, found.note)
+    return fixed, found.short, found.note
 
 
 def stated_verdict(text: str) -> str | None:
