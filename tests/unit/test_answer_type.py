@@ -6,7 +6,8 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from sleuth.agents.finish import answer_type, fits_type, shape_problem
-from sleuth.agents.generation import EvidenceSection, explain_from_evidence
+from sleuth.agents.generation import EvidenceSection, explain_from_evidence, generation_messages
+from sleuth.agents.reader import answer_kind
 from sleuth.llm.testing import ScriptedChatModel
 from tests.unit.test_guided import run_guided
 from tests.unit.test_mentions import _corpus_app
@@ -121,6 +122,15 @@ def test_shape_problems(question: str, short: str, problem: bool) -> None:
     assert (shape_problem(question, short) is not None) is problem
 
 
+def test_a_yes_no_question_with_a_wh_clause_is_not_asked_for_a_date() -> None:
+    # "When …, must I …?" asks yes or no: read with the question's answer kind, a "No" fits
+    question = "When the inspector visits my shop, must I show him my licence?"
+    kind = answer_kind(question)
+    assert kind == "yes_no"
+    assert shape_problem(question, "No", kind) is None
+    assert shape_problem(question, "Tuesday", kind) is not None
+
+
 def test_a_repair_of_the_wrong_shape_again_keeps_the_first_answer(tmp_path) -> None:
     app = _corpus_app(tmp_path)
     model = ScriptedChatModel(
@@ -194,3 +204,12 @@ def test_a_sentence_given_as_the_short_answer_is_kept_as_a_claim_with_its_number
     # a short answer (an entity) is still held to the words of the evidence
     short = AnswerDraft(answer_text="[1]", short_answer="Aron Belt", citations=["1"])
     assert explained_draft("Who designed Quillmark?", short, CARD_GAMES).is_insufficient_context
+
+
+def test_a_yes_no_question_is_asked_for_its_facts_before_its_verdict() -> None:
+    evidence = [EvidenceSection("HC_S9", "Night", "A ferry may sail at night with two lamps.", 1)]
+    short = generation_messages("May a ferry sail at night?", evidence)[0].content
+    assert "Facts:" in short and "Answer:" in short
+    explained = generation_messages("Why must a ferry carry two lamps at night?", evidence)
+    assert "Facts:" not in explained[0].content
+    assert "supporting points" in explained[0].content

@@ -16,6 +16,7 @@ from sleuth.agents.finish import (
     _rule_checked,
     finish_answer,
     off_topic,
+    opens_with,
     split_short_answer,
     trimmed_short_answer,
 )
@@ -81,6 +82,14 @@ def ferry_rules(other: Chunk) -> tuple[RunContext, SupportChecker]:
         ("Should a ferry captain log every passenger?", "yes_no"),
         ("The gate was left open. Is the owner liable for the escaped goat?", "yes_no"),
         ("If the goat eats my roses, may I keep the goat?", "yes_no"),
+        ("When the inspector visits my shop, must I show him my licence?", "yes_no"),
+        ("My landlord kept my deposit. Can I sue him for what he owes me?", "yes_no"),
+        ("In a town where the ferry stops at night, may the captain refuse a passenger?", "yes_no"),
+        ("Does a bicycle or a scooter need a permit when it is ridden on a footpath?", "yes_no"),
+        ("Had the boat sunk, how much would the owner pay?", "fact"),
+        ("Is there a fee for a fishing permit, and what's the most it can be?", "fact"),
+        ("Can you tell me what the fee for a fishing permit is?", "fact"),
+        ("The harbour master, appointed by the council, is paid by which office?", "fact"),
         ("Is the fee paid by the buyer or by the seller?", "fact"),
         ("How long may a parking permit run?", "fact"),
         ("Who signs a ferry licence?", "fact"),
@@ -525,6 +534,8 @@ def test_judged_metrics() -> None:
     assert stated_verdict("No. No ferry shall sail [HC_S4].") == "no"
     assert stated_verdict("[1] Yes, it may.") == "yes"
     assert stated_verdict("Nobody may sail.") is None
+    # a quoted rule that opens with "No" states no verdict
+    assert stated_verdict("No ferry shall sail at night [HC_S4].") is None
     assert ends_mid_sentence("It must then carry two lamps when the")
     assert not ends_mid_sentence("It must carry two lamps [HC_S9].")
     assert not ends_mid_sentence('He said "stop."')
@@ -1141,3 +1152,18 @@ def test_a_section_is_judged_by_the_deep_passage_a_search_found() -> None:
     ctx.hits.add("HC_S5#3")  # a search returned the illustration as HC_S5's best passage
     assert set_aside([question], order, ctx, threshold=0.5) == set()
     assert rank_sections(question, ctx)[0][0] == "HC_S5"
+
+
+def test_a_verdict_is_put_before_a_rule_that_opens_with_no() -> None:
+    # the short answer "No" is not already stated by a quote that opens "No ferry shall …":
+    # the answer opens with the verdict, then the rule
+    rule = "No ferry shall sail at night without two lamps lit [HC_S9]."
+    assert not opens_with(rule, "No")
+    assert opens_with("No. " + rule, "No")
+    assert opens_with("No, it may not [HC_S9].", "no")
+    assert opens_with("Two lamps [HC_S9].", "two lamps")
+    # nor is that "No" split off a model's text as its short answer
+    text = f"{rule} It must also carry a bell [HC_S9]."
+    short, draft = split_short_answer(AnswerDraft(answer_text=text))
+    assert short is None
+    assert draft.answer_text == text

@@ -81,7 +81,9 @@ Repair = Callable[[str, AnswerDraft], AnswerDraft | None]
 _FIRST_SENTENCE = re.compile(
     r"\s*(.+?(?:(?<!\b[A-Z])[.!](?:\s*\[[^\]\n]{1,200}\])*(?=\s)|\n|$))", re.S
 )  # an initial ("E. B. White") ends no sentence
-_YES_NO = re.compile(r"^(yes|no)\b[\s,.;:!-]*", re.I)
+_YES_NO = re.compile(r"^(yes|no)\b(?![ \t]+[a-z])[\s,.;:!-]*", re.I)
+"""A verdict opening a text: a word of its own, not the "No" of a quoted rule ("No person
+shall be compelled …")."""
 _DANGLING = re.compile(r"[\s,;:–—-]+$")
 AnswerType = Literal["yes/no", "year", "date", "number"]
 _CHOICE = re.compile(r"\b(?:or|between)\b", re.I)
@@ -299,7 +301,9 @@ def trimmed_short_answer(question: str, short: str, multi_part: bool | None = No
     return run if run and len(run) < len(short) else short
 
 
-def shape_problem(question: str, short: str) -> tuple[str, Callable[[str], bool]] | None:
+def shape_problem(
+    question: str, short: str, kind: AnswerKind | None = None
+) -> tuple[str, Callable[[str], bool]] | None:
     """What is wrong with the shape of a short answer, as the repair round says it, and the
     test a repaired short answer must pass; None when its shape fits the question:
 
@@ -308,13 +312,18 @@ def shape_problem(question: str, short: str) -> tuple[str, Callable[[str], bool]
     - a yes or no where it asks which, who or what;
     - only words the question already gives ("Glass Heron" for "Under what name did the
       founder of Glass Heron release …?"), unless the question offers a choice ("A or B").
+
+    ``kind``: the question's answer kind when already read (the run's profile): a yes/no
+    question whose clauses hold a wh-word ("When the police question me, do I …?") is not
+    asked for a name or a date.
     """
-    kind = answer_type(question)
-    if kind is not None:
-        if fits_type(short, kind):
+    shape = answer_type(question, kind)
+    if shape is not None:
+        if fits_type(short, shape):
             return None
-        wanted, what = (f"a {kind}", f"the {kind}") if kind != "yes/no" else ("yes or no",) * 2
-        return TYPE_REPAIR.format(kind=wanted, what=what, short=short), lambda s: fits_type(s, kind)
+        wanted, what = (f"a {shape}", f"the {shape}") if shape != "yes/no" else ("yes or no",) * 2
+        problem = TYPE_REPAIR.format(kind=wanted, what=what, short=short)
+        return problem, lambda s: fits_type(s, shape)
     if _YES_NO.fullmatch(short):
         if not _CHOICE_OR_WH.search(question):
             return None
@@ -329,10 +338,17 @@ def shape_problem(question: str, short: str) -> tuple[str, Callable[[str], bool]
     return None
 
 
-def _retyped(question: str, short: str | None, draft: AnswerDraft, repair: Repair) -> AnswerDraft:
-    """One repair round for a short answer of the wrong shape (:func:`shape_problem`). The
-    new draft is taken only when its short answer passes; else ``draft`` stays."""
-    found = shape_problem(question, short) if short else None
+def _retyped(
+    question: str,
+    short: str | None,
+    draft: AnswerDraft,
+    repair: Repair,
+    kind: AnswerKind | None = None,
+) -> AnswerDraft:
+    """One repair round for a short answer of the wrong shape (:func:`shape_problem`;
+    ``kind``: the question's answer kind). The new draft is taken only when its short answer
+    passes; else ``draft`` stays."""
+    found = shape_problem(question, short, kind) if short else None
     if found is None:
         return draft
     problem, passes = found
@@ -482,7 +498,7 @@ def finish_answer(
         )
         short, split = split_short_answer(draft)
         if repair is not None:
-            retyped = _retyped(question, short, draft, repair)
+            retyped = _retyped(question, short, draft, repair, kind)
             if retyped is not draft:
                 rounds = 1
                 short, split = split_short_answer(retyped)
@@ -625,7 +641,7 @@ def finish_answer(
                 answer.ungrounded_sentences.insert(0, short)
         if short:
             answer.short_answer = short
-            if not MARKERS.sub("", answer.answer_text).lower().startswith(short.lower()):
+            if not opens_with(answer.answer_text, short):
                 answer.answer_text = f"{short}. {answer.answer_text}".strip()
     if (
         require_citations
@@ -981,7 +997,7 @@ def _reread(
     if judge is None or not short or answer.is_insufficient_context:
         return answer, short, None
     text = answer.answer_text
-    if not MARKERS.sub("", text).lstrip().lower().startswith(short.lower()):
+    if not opens_with(text, short):
         return answer, short, None
     rest = text[text.lower().find(short.lower()) + len(short) :].lstrip(" .")
     found = reread_quantity(question, short, rest, judge.model, ctx)
@@ -991,6 +1007,19 @@ def _reread(
         update={"answer_text": f"{found.short}. {rest}".strip(), "short_answer": found.short}
     )
     return fixed, found.short, found.note
+
+
+def opens_with(text: str, short: str) -> bool:
+    """Whether ``text`` (citation markers aside) opens with the short answer ``short``; a
+    verdict only as a word of its own ("No." or "No, …"), not as the first word of a quoted
+    rule ("No person who is married shall be compelled …", which states no verdict)."""
+    plain = MARKERS.sub("", text).lstrip()
+    if not plain.lower().startswith(short.lower()):
+        return False
+    return short.lower() not in ("yes", "no") or plain[len(short) : len(short) + 1] in (
+        "",
+        *".,;:!",
+    )
 
 
 def stated_verdict(text: str) -> str | None:

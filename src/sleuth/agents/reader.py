@@ -2,8 +2,11 @@
 
 A question asks for one of five kinds of answer (:data:`AnswerKind`), read from its form:
 
-* ``yes_no`` — opens (or its last clause opens) with an auxiliary or modal verb and offers no
-  choice ("Can police …?", "If he attacks me, may I defend myself?");
+* ``yes_no`` — its main clause opens with an auxiliary or modal verb and offers no choice
+  ("Can police …?"); the main clause may follow a fronted clause ("If he attacks me, may I
+  defend myself?", "When the police question me as a witness, do I have to answer?") or a
+  preamble of statements ("My bike was taken. Can I …?"), and a wh-word inside it opens a
+  subordinate clause ("Can I claim that he never owned it when I moved in?");
 * ``procedure`` — asks how to do something or for the steps or procedure;
 * ``list`` — asks for the kinds, types, conditions, grounds, exceptions … of something;
 * ``explanation`` — asks why, to explain or describe, what something is or does, what
@@ -54,8 +57,27 @@ _AUX = (
     r"has|have|had|need"
 )
 _YES_NO = re.compile(rf"^\s*(?:{_AUX})(?:n't)?\b", re.I)
-_CHOICE = re.compile(r"\b(?:or|whether)\b", re.I)
-_WH = re.compile(r"\b(?:what|which|who|whom|whose|when|where|why|how)\b", re.I)
+_CHOICE = re.compile(r"\bor\s+(?:\S+\s+){0,4}\S+$", re.I)
+"""An "or" with at most five words after it to the end: the options close the question ("Is
+the fee paid by the buyer or by the seller?"); an "or" inside the subject ("Does an email or
+a letter carry the same weight as …?") leaves a yes/no question."""
+_WH_OPENS = re.compile(
+    rf"^\s*(?:(?:and|but|or|in|on|at|for|from|to|by|with|under|of)\s+)?"
+    rf"(?:what|which|who|whom|whose|when|where|why|how)\b(?P<asks>'s|\s+(?:\w+\s+)?(?:{_AUX})\b)?",
+    re.I,
+)
+"""A clause opening with a wh-word (after a conjunction or preposition: "and who …", "In
+which …"). It asks for something when an auxiliary follows at once or after one more word
+(group ``asks``: "What is …", "How long can …"); a wh-word followed by a subject opens a
+fronted clause instead ("When the police question me, …")."""
+_ASKS_TO_TELL = re.compile(
+    rf"^\s*(?:{_AUX})\s+you\s+(?:please\s+)?(?:tell|explain|describe|list|say|show|know)\b",
+    re.I,
+)
+"""A request put as a yes/no question ("Can you tell me what …?", "Do you know who …?")."""
+_IN_SITU = re.compile(r"\b(?:which|what)\b", re.I)
+"""After a subject and a comma, an auxiliary opens no question: the question's own wh-word
+sits in the clause ("X, known for …, is father to which actress?")."""
 _PROCEDURE = re.compile(r"\bhow (?:do|does|can|should|would|to)\b|\b(?:steps?|procedure)\b", re.I)
 _LIST = re.compile(
     r"\b(?:what|which)\s+(?:are|were)\s+the\s+(?:\w+\s+)?(?:kinds?|types?|grounds|"
@@ -83,13 +105,10 @@ def answer_kind(question: str) -> AnswerKind:
     question with a preamble ("My bike was taken. Can I …?") is read."""
     q = " ".join(question.split())
     last = _LAST_SENTENCE.split(q)[-1]
-    clause = last.rsplit(", ", 1)[-1]  # "If he attacks me, may I defend myself?"
-    # the whole question, its last sentence ("St. Louis" splits wrongly: both are read), or
-    # that sentence's last clause opens with the verb, and no wh-word asks for something else
-    if (_YES_NO.match(q) and not _WH.search(q)) or (
-        not _WH.search(last) and (_YES_NO.match(last) or _YES_NO.match(clause))
-    ):
-        return "fact" if _CHOICE.search(last) else "yes_no"  # "Is it A or B?": a choice
+    # its last sentence, or the whole of a one-sentence question ("St. Louis" splits wrongly)
+    main = _main_clause(last) or ("?" not in q[:-1] and _main_clause(q)) or None
+    if main is not None:
+        return "fact" if _CHOICE.search(main.rstrip(" ?")) else "yes_no"  # "A or B?": a choice
     if _PROCEDURE.search(last):
         return "procedure"
     if _LIST.search(last):
@@ -97,6 +116,27 @@ def answer_kind(question: str) -> AnswerKind:
     if _FACT.search(last):
         return "fact"
     return "explanation" if _EXPLAIN.search(last) else "fact"
+
+
+def _main_clause(sentence: str) -> str | None:
+    """The clause of ``sentence`` that asks yes or no, from its opening auxiliary verb to the
+    end; ``None`` when it asks something else. The clause is the sentence itself or follows
+    a comma ("If he attacks me, may I defend myself?"). It does not ask yes or no when what
+    comes before it asks for something, or a clause after it opens with a wh-word
+    (:data:`_WH_OPENS`: "How long can he be held, and can he get bail?", "Is there such an
+    offence, and what's the least sentence?"), when it follows a comma and holds the
+    question's wh-word (:data:`_IN_SITU`), or when it is a request to tell
+    (:data:`_ASKS_TO_TELL`)."""
+    starts = [0, *(i + 2 for i in range(len(sentence)) if sentence.startswith(", ", i))]
+    for start in starts:
+        clause = sentence[start:]
+        if _YES_NO.match(clause):
+            fronted = _WH_OPENS.match(sentence[:start])
+            asked = (fronted and fronted["asks"]) or _ASKS_TO_TELL.match(clause)
+            later = any(_WH_OPENS.match(sentence[i:]) for i in starts if i > start)
+            in_situ = start > 0 and _IN_SITU.search(clause)
+            return None if asked or later or in_situ else clause
+    return None
 
 
 def sentence_opening(text: str) -> str:

@@ -111,7 +111,7 @@ def answer_contains(prediction: str, answers: Sequence[str]) -> float:
     return float(any(n and f" {n} " in predicted for n in map(normalize_answer, answers)))
 
 
-_VERDICT = re.compile(r"^\W*(yes|no)\b", re.I)
+_VERDICT = re.compile(r"^\W*(yes|no)(?=[.,;:!]|\s*$)", re.I)
 _COMPLETE_END = re.compile(r"[.!?…][\"')\]]*$")
 
 
@@ -144,8 +144,9 @@ def lead_key_fact_share(prediction: str, facts: Sequence[Sequence[str]]) -> floa
 
 
 def stated_verdict(prediction: str) -> str | None:
-    """``"yes"`` or ``"no"`` when the answer opens with one ("No. A confession …"), else
-    ``None``."""
+    """``"yes"`` or ``"no"`` when the answer opens with one as a word of its own ("No. A
+    confession …", "Yes, …"), else ``None``: a quoted rule that opens with the word ("No
+    person shall be compelled …") states no verdict."""
     match = _VERDICT.match(strip_citations(prediction))
     return match.group(1).lower() if match else None
 

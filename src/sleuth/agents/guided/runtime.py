@@ -72,6 +72,7 @@ from sleuth.agents.events import (
 from sleuth.agents.finish import RECITE_THRESHOLD, finish_answer, sections_relevance
 from sleuth.agents.generation import (
     GENERATION_SECTIONS,
+    SHORT_FORM_KINDS,
     EvidenceSection,
     evidence_section,
     explained_draft,
@@ -1311,7 +1312,9 @@ def _repair(rt: _Run) -> Callable[[str, AnswerDraft], AnswerDraft | None]:
             rt.timed("repair", started)
         rt.usage_for("repair")(dict(getattr(reply, "usage_metadata", None) or {}))
         result = read_answer_reply(
-            reply, lambda: draft, long_form=profile_of(question, rt.ctx).answer_kind != "fact"
+            reply,
+            lambda: draft,
+            long_form=profile_of(question, rt.ctx).answer_kind not in SHORT_FORM_KINDS,
         )
         return explained_draft(question, result.value, evidence) if result.from_model else None
 

@@ -1,0 +1,85 @@
+"""Yes/no questions read from their form: :func:`sleuth.agents.reader.answer_kind` against labels.
+
+The answer kind decides the reader's prompt, its output budget and whether a verdict is
+checked against the cited rule (:mod:`sleuth.agents.finish`), so a yes/no question read as a
+fact question skips the verdict checks. Labels, per question:
+
+- statute questions with a gold verdict (``bench/data/statutes_judged.jsonl``, the held-out
+  ``statutes_yes_no.jsonl``): yes/no; the judged set's other in-corpus questions that do not
+  open with an auxiliary verb: not yes/no (those that do, but carry no verdict because their
+  answer is a condition, are left out);
+- HotpotQA (``../shared/data/hotpotqa``) and MuSiQue dev (``../shared/data/musique``): yes/no
+  when the gold answer is "yes" or "no".
+
+Printed per split (:func:`sleuth.eval.datasets.split_of`) and source: true/false positives and
+negatives of ``answer_kind(question) == "yes_no"``, and the questions it gets wrong. No model,
+no index; under a second.
+
+    python bench/bench_answer_kind.py [--split dev|test|all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import DATA, REPO, commit, print_header
+from sleuth.agents.reader import answer_kind
+from sleuth.eval.datasets import split_of
+
+STATUTE_SETS = (
+    REPO / "bench" / "data" / "statutes_judged.jsonl",
+    REPO / "bench" / "data" / "statutes_yes_no.jsonl",
+)
+OPENS_WITH_VERB = ("can", "is", "does", "do", "will", "may", "must", "are", "should", "has")
+
+
+def labelled() -> Iterator[tuple[str, str, str, bool]]:
+    """``(source, id, question, is_yes_no)`` for every labelled question (module docstring)."""
+    for path in STATUTE_SETS:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            item = json.loads(line)
+            if item.get("kind") == "out_of_scope":
+                continue
+            yes_no = bool(item.get("verdict"))
+            if not yes_no and item["question"].split()[0].lower() in OPENS_WITH_VERB:
+                continue  # yes/no in form, answered with a condition: no label
+            yield "statutes", item["id"], item["question"], yes_no
+    for path, key in (
+        (DATA / "hotpotqa" / "hotpotqa_train.json", "_id"),
+        (DATA / "musique" / "musique_dev.json", "id"),
+    ):
+        for item in json.loads(path.read_text(encoding="utf-8")):
+            answer = str(item["answer"]).strip().lower()
+            yield path.parent.name, item[key], item["question"], answer in ("yes", "no")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--split", choices=("dev", "test", "all"), default="dev")
+    args = parser.parse_args()
+    print_header("bench_answer_kind", [("split", args.split), ("commit", commit())])
+    counts: dict[str, list[int]] = {}
+    wrong: list[str] = []
+    for source, qid, question, yes_no in labelled():
+        if args.split != "all" and split_of(qid) != args.split:
+            continue
+        read = answer_kind(question) == "yes_no"
+        row = counts.setdefault(source, [0, 0, 0, 0])
+        row[(0 if read else 1) if yes_no else (2 if read else 3)] += 1
+        if read != yes_no:
+            wrong.append(f"{'FN' if yes_no else 'FP'} {source} {qid}: {question}")
+    print(f"{'source':<9} {'yes/no':>6} {'found':>5} {'missed':>6} {'other':>5} {'misread':>7}")
+    for source, (tp, fn, fp, tn) in counts.items():
+        print(f"{source:<9} {tp + fn:>6} {tp:>5} {fn:>6} {fp + tn:>5} {fp:>7}")
+    for line in wrong:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
