@@ -331,11 +331,25 @@ def shape_problem(
             kind="a name or phrase, not yes or no", what="the name or phrase", short=short
         )
         return problem, lambda s: not _YES_NO.fullmatch(s)
-    asked = set(terms(question))
+    named = set(terms(" ".join(_named_words(question))))
     said = set(terms(short))
-    if said and said <= asked and not _CHOICE.search(question):
-        return ECHO_REPAIR.format(short=short), lambda s: not set(terms(s)) <= asked
+    if said and said <= named and not _CHOICE.search(question):
+        return ECHO_REPAIR.format(short=short), lambda s: not set(terms(s)) <= named
     return None
+
+
+def _named_words(question: str) -> list[str]:
+    """The words of ``question`` written as names: capitalised, not opening a sentence
+    ("Glass Heron" in "… the founder of Glass Heron record?"). An answer made of the
+    question's other words ("Death" to "… beats a man to death …", "7 years" to "After how
+    many years …") is not an echo of it."""
+    named: list[str] = []
+    opens = True
+    for word in question.split():
+        if not opens and word[:1].isupper():
+            named.append(word)
+        opens = word.endswith((".", "?", "!"))
+    return named
 
 
 def _retyped(
