@@ -118,7 +118,7 @@ def test_an_answer_that_repeats_the_question_gets_one_repair_round(tmp_path) -> 
         ("Who produced the album on which Lena Osk debuted?", "No", True),
         # the question's other words are no echo: a number with its unit, a scenario's word
         ("My cat vanished years ago. After how many years is it presumed lost?", "7 years", False),
-        ("If a gang burns a barn to the ground, what can the court sentence them to?", "Burns", False),
+        ("If a gang burns a barn down, what can the court sentence them to?", "Burns", False),
         ("Which Tarn Vale novel did Mira Okes write first?", "Tarn Vale", True),
     ],
 )
