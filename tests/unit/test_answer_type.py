@@ -120,6 +120,7 @@ def test_an_answer_that_repeats_the_question_gets_one_repair_round(tmp_path) -> 
         ("My cat vanished years ago. After how many years is it presumed lost?", "7 years", False),
         ("If a gang burns a barn down, what can the court sentence them to?", "Burns", False),
         ("Which Tarn Vale novel did Mira Okes write first?", "Tarn Vale", True),
+        ("Mira Okes wrote which novel first?", "Mira Okes", True),  # a name opening it
     ],
 )
 def test_shape_problems(question: str, short: str, problem: bool) -> None:

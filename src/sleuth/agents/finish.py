@@ -46,7 +46,7 @@ from sleuth.agents.verdict import (
 from sleuth.retrieval.hops import main_title
 from sleuth.retrieval.rerank import CrossEncoder, sigmoid
 from sleuth.retrieval.search import join_parts
-from sleuth.retrieval.text import digits, terms
+from sleuth.retrieval.text import digits, named_phrases, terms
 from sleuth.tools.base import RunContext
 
 UNCITED = "the answer cited no section retrieved in this run"
@@ -310,7 +310,7 @@ def shape_problem(
     - a name where the question asks for a year, date, number or yes/no (the model answered
       the bridge entity, not the question: :func:`answer_type`);
     - a yes or no where it asks which, who or what;
-    - only words the question already gives ("Glass Heron" for "Under what name did the
+    - only names the question already gives ("Glass Heron" for "Under what name did the
       founder of Glass Heron release …?"), unless the question offers a choice ("A or B").
 
     ``kind``: the question's answer kind when already read (the run's profile): a yes/no
@@ -331,25 +331,13 @@ def shape_problem(
             kind="a name or phrase, not yes or no", what="the name or phrase", short=short
         )
         return problem, lambda s: not _YES_NO.fullmatch(s)
-    named = set(terms(" ".join(_named_words(question))))
+    # only the question's names count ("Glass Heron"): "7 years" to "After how many years
+    # …" or "Death" to "… beats a man to death …" repeats no name
+    named = set(terms(" ".join(phrase for _, phrase in named_phrases(question))))
     said = set(terms(short))
     if said and said <= named and not _CHOICE.search(question):
         return ECHO_REPAIR.format(short=short), lambda s: not set(terms(s)) <= named
     return None
-
-
-def _named_words(question: str) -> list[str]:
-    """The words of ``question`` written as names: capitalised, not opening a sentence
-    ("Glass Heron" in "… the founder of Glass Heron record?"). An answer made of the
-    question's other words ("Death" to "… beats a man to death …", "7 years" to "After how
-    many years …") is not an echo of it."""
-    named: list[str] = []
-    opens = True
-    for word in question.split():
-        if not opens and word[:1].isupper():
-            named.append(word)
-        opens = word.endswith((".", "?", "!"))
-    return named
 
 
 def _retyped(
