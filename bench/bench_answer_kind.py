@@ -12,8 +12,14 @@ fact question skips the verdict checks. Labels, per question:
   when the gold answer is "yes" or "no".
 
 Printed per split (:func:`sleuth.eval.datasets.split_of`) and source: true/false positives and
-negatives of ``answer_kind(question) == "yes_no"``, and the questions it gets wrong. No model,
-no index; under a second.
+negatives of ``answer_kind(question) == "yes_no"``, and the questions it gets wrong.
+
+Then the form the generator asks in (:data:`sleuth.agents.generation.SHORT_FORM_KINDS`): a
+short answer (``fact``, ``yes_no``) or sentences (``explanation``, ``list``, ``procedure``),
+against the judged set's ``answer_type`` labels (its in-corpus questions) and, as short, every
+HotpotQA and MuSiQue question (their gold answers are names, dates, numbers, yes/no): per
+source, the questions, those labelled long, how many of each are read in their form, and the
+share read in the right form. No model, no index; under a second.
 
     python bench/bench_answer_kind.py [--split dev|test|all]
 """
@@ -29,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import DATA, REPO, commit, print_header
+from sleuth.agents.generation import SHORT_FORM_KINDS
 from sleuth.agents.reader import answer_kind
 from sleuth.eval.datasets import split_of
 
@@ -36,6 +43,7 @@ STATUTE_SETS = (
     REPO / "bench" / "data" / "statutes_judged.jsonl",
     REPO / "bench" / "data" / "statutes_yes_no.jsonl",
 )
+LONG_KINDS = ("explanation", "list", "procedure")
 OPENS_WITH_VERB = ("can", "is", "does", "do", "will", "may", "must", "are", "should", "has")
 
 
@@ -59,6 +67,21 @@ def labelled() -> Iterator[tuple[str, str, str, bool]]:
             yield path.parent.name, item[key], item["question"], answer in ("yes", "no")
 
 
+def form_labelled() -> Iterator[tuple[str, str, str, bool]]:
+    """``(source, id, question, wants_long_form)``: the judged set's in-corpus questions by
+    their ``answer_type``, every HotpotQA and MuSiQue question as short (module docstring)."""
+    for line in STATUTE_SETS[0].read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        if item.get("kind") != "out_of_scope" and item.get("answer_type"):
+            yield "statutes", item["id"], item["question"], item["answer_type"] in LONG_KINDS
+    for path, key in (
+        (DATA / "hotpotqa" / "hotpotqa_train.json", "_id"),
+        (DATA / "musique" / "musique_dev.json", "id"),
+    ):
+        for item in json.loads(path.read_text(encoding="utf-8")):
+            yield path.parent.name, item[key], item["question"], False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", choices=("dev", "test", "all"), default="dev")
@@ -78,6 +101,28 @@ def main() -> None:
     for source, (tp, fn, fp, tn) in counts.items():
         print(f"{source:<9} {tp + fn:>6} {tp:>5} {fn:>6} {fp + tn:>5} {fp:>7}")
     for line in wrong:
+        print(line)
+    print()
+    forms: dict[str, list[int]] = {}
+    misformed: list[str] = []
+    for source, qid, question, long_form in form_labelled():
+        if args.split != "all" and split_of(qid) != args.split:
+            continue
+        read_long = answer_kind(question) not in SHORT_FORM_KINDS
+        row = forms.setdefault(source, [0, 0, 0, 0])  # short right, short n, long right, long n
+        at = 2 if long_form else 0
+        row[at] += read_long == long_form
+        row[at + 1] += 1
+        if read_long != long_form:
+            misformed.append(
+                f"{'long' if long_form else 'short'} read as {answer_kind(question)}: "
+                f"{source} {qid}: {question}"
+            )
+    print(f"{'source':<9} {'short':>5} {'read':>5} {'long':>5} {'read':>5} {'agreement':>9}")
+    for source, (s_ok, s_n, l_ok, l_n) in forms.items():
+        share = (s_ok + l_ok) / max(1, s_n + l_n)
+        print(f"{source:<9} {s_n:>5} {s_ok:>5} {l_n:>5} {l_ok:>5} {share:>9.2f}")
+    for line in misformed:
         print(line)
 
 

@@ -99,6 +99,19 @@ def ferry_rules(other: Chunk) -> tuple[RunContext, SupportChecker]:
         ("Which kinds of boats need a licence?", "list"),
         ("What does the harbour code say about anchoring near a pier?", "explanation"),
         ("Why must a pilot board a tanker?", "explanation"),
+        # a wh-word before a plural noun asks for several items
+        ("What papers must a ferry captain carry on board?", "list"),
+        ("In which seasons does the harbour close to fishing boats?", "list"),
+        ("What sorts of cargo count as dangerous goods?", "list"),
+        # the manner, or when and by whom, something is or must be done: a rule
+        ("How are harbour fees collected from foreign ships?", "explanation"),
+        ("When does a mooring permit lapse?", "explanation"),
+        ("Who can ask the harbour master to inspect a boat?", "explanation"),
+        # asked in the past, or of one thing, the same words ask for a fact
+        ("When was the harbour code passed?", "fact"),
+        ("Who did the council appoint as harbour master?", "fact"),
+        ("Which office pays the harbour master?", "fact"),
+        ("What kind of boat sank in the harbour?", "fact"),
     ],
 )
 def test_answer_kind_reads_the_question_form(question: str, kind: str) -> None:
@@ -224,7 +237,7 @@ def test_long_reply_reads_answer_then_points_and_declines() -> None:
     # names something the prompt does not is
     copied = draft_from_long_text(
         "One complete sentence that answers the question directly: under the harbour code, "
-        "a ferry waits for calm water [1].\n- Supporting point: the master decides [2]."
+        "a ferry waits for calm water [1].\n- Complete sentence: the master decides [2]."
     )
     assert copied is not None
     assert copied.answer_text.startswith("Under the harbour code, a ferry waits")
@@ -233,6 +246,37 @@ def test_long_reply_reads_answer_then_points_and_declines() -> None:
     assert kept is not None and kept.answer_text.startswith("Harbour code rule: a ferry")
     declined = draft_from_long_text("Insufficient context: the evidence is about taxes.")
     assert declined is not None and declined.is_insufficient_context
+
+
+def test_long_reply_written_facts_first_reads_answer_first() -> None:
+    facts_first = (
+        "Facts:\n- A ferry shall wait for calm water [1].\n- The harbour master may order "
+        "it out in a storm [2].\nAnswer: A ferry waits for calm water unless the harbour "
+        "master orders it out [1]."
+    )
+    draft = draft_from_long_text(facts_first)
+    assert draft is not None and not draft.is_insufficient_context
+    assert draft.answer_text.split("\n") == [
+        "A ferry waits for calm water unless the harbour master orders it out [1].",
+        "- A ferry shall wait for calm water [1].",
+        "- The harbour master may order it out in a storm [2].",
+    ]
+    assert draft.citations == ["1", "2"]
+    # the budget stopped the answer sentence: the facts are the answer, the first leading
+    cut = draft_from_long_text(facts_first[: facts_first.index("unless")], cut=True)
+    assert cut is not None
+    assert cut.answer_text.split("\n") == [
+        "A ferry shall wait for calm water [1].",
+        "- The harbour master may order it out in a storm [2].",
+    ]
+    # "Answer:" alone on its line, the sentence below it
+    below = draft_from_long_text("Facts: - A ferry waits [1].\nAnswer:\nIt waits for calm [1].")
+    assert below is not None and below.answer_text.startswith("It waits for calm [1].\n- A")
+    declined = draft_from_long_text(
+        "Facts: the evidence is about taxes.\nAnswer: Insufficient context"
+    )
+    assert declined is not None and declined.is_insufficient_context
+    assert declined.answer_text == "Insufficient context: the evidence is about taxes."
 
 
 def test_negation_parity() -> None:

@@ -239,6 +239,37 @@ def _without_instruction(line: str) -> str:
     return bullet + rest[:1].upper() + rest[1:]
 
 
+_POINT = ("-", "*", "•")
+
+
+def _answer_first(lines: list[str]) -> list[str]:
+    """A long-form reply written facts first (``Facts:`` and its points, then ``Answer:``
+    and the answer sentence: the prompt ``guided_answer_long``) as the answer reads: the
+    answer sentence, then the facts as ``- `` points. A decline (``Answer: Insufficient
+    context``) becomes "Insufficient context: <what the facts line says is missing>"; facts
+    with no answer after them (the budget stopped the reply) stay the points, the first
+    one leading. Any other reply is returned as it is."""
+    if not lines or _FACTS_LINE.match(lines[0]) is None:
+        return lines
+    facts = [_FACTS_LINE.sub(r"\1", lines[0]), *lines[1:]]
+    at = next((i for i, line in enumerate(facts) if _SHORT_LINE.match(line)), None)
+    answer = ""
+    if at is not None:
+        label = _SHORT_LINE.match(facts[at])
+        answer = label.group(1).strip() if label else ""
+        rest = [line for line in facts[at + 1 :] if line.strip()]
+        if not answer and rest:  # "Answer:" alone on its line, the sentence below it
+            answer, rest = rest[0].strip(), rest[1:]
+        facts = facts[:at] + rest
+    facts = [line.strip() for line in facts if line.strip()]
+    if _INSUFFICIENT.search(MARKERS.sub("", answer)):
+        missing = " ".join(line.lstrip("".join(_POINT) + " ") for line in facts)
+        return [f"Insufficient context: {missing}" if missing else MARKERS_ONLY_DECLINE]
+    if not answer:  # the first fact leads
+        answer, facts = facts[0].lstrip("".join(_POINT) + " ") if facts else "", facts[1:]
+    return [answer, *(line if line.startswith(_POINT) else f"- {line}" for line in facts)]
+
+
 def draft_from_long_text(text: str, cut: bool = False) -> AnswerDraft | None:
     """Read a long-form answer (the answer sentence, then ``- `` points with their evidence
     numbers): labels and fences removed, "Insufficient context: …" recognised, and the text
@@ -251,17 +282,21 @@ def draft_from_long_text(text: str, cut: bool = False) -> AnswerDraft | None:
     embedded = _embedded_draft(stripped) if stripped.startswith(("{", "```")) else None
     if embedded is not None:
         return embedded
+    cleaned = clean_answer_text(stripped)
+    # the budget stops the reply at its end: cut it back there, before the answer sentence
+    # written last moves to the front
+    cleaned = complete_sentences(cleaned, cut=True) if cut else cleaned
     lines = [
         _without_instruction(
             _EXPLANATION.sub(
                 "", _ANSWER_LABEL.sub("", _INLINE_ECHO.sub("", line), count=1), count=1
             )
         )
-        for line in clean_answer_text(stripped).splitlines()
+        for line in _answer_first(cleaned.splitlines())
         if not _ECHO.match(line) and not _FACTS_LINE.match(line)
     ]
     lines = [line for line in lines if _NOT_EMPTY.search(_NUMBER_MARKER.sub("", line))]
-    prose = _trail(complete_sentences("\n".join(lines).strip(), cut=cut))
+    prose = _trail(complete_sentences("\n".join(lines).strip()))
     if not prose:
         return None
     if _INSUFFICIENT.search(prose.split("\n", 1)[0]) and not cited_ids(prose.split("\n", 1)[0]):

@@ -183,10 +183,11 @@ def generation_messages(
 
     A ``fact`` or ``yes_no`` question (:func:`~sleuth.agents.reader.answer_kind`,
     :data:`SHORT_FORM_KINDS`) gets the ``Facts: / Answer:`` prompt (``guided_answer``); every
-    other kind the long form (``guided_answer_long``): the direct answer first, then the
-    supporting points with their evidence numbers, the rule's conditions and exceptions
-    included. The evidence comes before the question so that a model
-    server's prompt cache can reuse it for the repair round.
+    other kind the long form (``guided_answer_long``): the facts that answer, each a sentence
+    with its evidence number (the rule's conditions and exceptions included), then the answer
+    sentence written from them — shown first (:func:`~sleuth.agents.drafting.draft_from_long_text`).
+    The evidence comes before the question so that a model server's prompt cache can reuse
+    it for the repair round.
     """
     body = format_evidence(evidence, GENERATION_EVIDENCE_CHARS, GENERATION_SECTIONS)
     parts = [f"Evidence:\n{body}", *notes, f"Question: {question}"]

@@ -8,11 +8,15 @@ A question asks for one of five kinds of answer (:data:`AnswerKind`), read from 
   preamble of statements ("My bike was taken. Can I …?"), and a wh-word inside it opens a
   subordinate clause ("Can I claim that he never owned it when I moved in?");
 * ``procedure`` — asks how to do something or for the steps or procedure;
-* ``list`` — asks for the kinds, types, conditions, grounds, exceptions … of something;
+* ``list`` — asks for the kinds, types, conditions, grounds, exceptions … of something, or
+  puts a wh-word before a plural noun ("What reasons can …", "In which situations does …");
 * ``explanation`` — asks why, to explain or describe, what something is or does, what
-  happens or what one can do ("What is a dying declaration?", "What does the law say …");
-* ``fact`` — everything else: who, when, where, which, how many / long / much, "what X of
-  Y", a name, a term, a punishment, an amount, a choice ("Is it A or B?").
+  happens or what one can do ("What is a dying declaration?", "What does the law say …"),
+  how something is or must be done, or when or by whom it can or must be ("When does a
+  confession become …", "Who can ask …");
+* ``fact`` — everything else: who, when, where, which in the past or of one thing, how
+  many / long / much, "what X of Y", a name, a term, a punishment, an amount, a choice ("Is
+  it A or B?").
 
 Each kind gets an output budget (:data:`OUTPUT_TOKENS`, tokens the model may write, and
 :data:`POINTS`, the supporting points the prompt asks for). A model's reply is cut back to its
@@ -85,6 +89,24 @@ _LIST = re.compile(
     r"\b(?:list|name)\s+(?:the|all)\b|\bwhich\s+(?:kinds?|types?)\b",
     re.I,
 )
+_SEVERAL = re.compile(
+    r"\b(?:kinds|sorts|types)\s+of\b|"
+    r"\b(?:what|which)\s+(?:\w+\s+)?(?!(?:was|is|has|does|his|its|this|us|as)\b)"
+    rf"\w{{2,}}(?<!ss)(?<!us)(?<!is)s\s+(?:{_AUX})\b",
+    re.I,
+)
+"""A wh-determiner before a plural noun and its verb ("What reasons can …", "In which
+situations does …", "What formalities must …"), or kinds of something: several items."""
+_RULE_ASKED = re.compile(
+    r"\bhow\s+(?:is|are|must|shall|may)\b|"
+    r"\b(?:when|who|whom)\s+(?:can|could|may|might|must|shall|should|does|do|has\s+to|"
+    r"have\s+to|need)\b",
+    re.I,
+)
+"""A rule asked for: the manner something is or must be done ("How are trials
+conducted …", "how must the search be recorded"), or when or by whom something can, must
+or does happen — its conditions ("When does a confession become …", "Who can ask …"). Asked
+in the past ("When was …", "Who did …") the answer is a fact."""
 _FACT = re.compile(
     r"\bhow (?:many|much|long|old|far|soon|often)\b|"
     r"^\s*what\s+(?:is|was|are|were)\s+the\s+\w+(?:\s+\w+)?\s+(?:of|for|in|to|on)\b",
@@ -111,11 +133,11 @@ def answer_kind(question: str) -> AnswerKind:
         return "fact" if _CHOICE.search(main.rstrip(" ?")) else "yes_no"  # "A or B?": a choice
     if _PROCEDURE.search(last):
         return "procedure"
-    if _LIST.search(last):
+    if _LIST.search(last) or _SEVERAL.search(last):
         return "list"
     if _FACT.search(last):
         return "fact"
-    return "explanation" if _EXPLAIN.search(last) else "fact"
+    return "explanation" if _RULE_ASKED.search(last) or _EXPLAIN.search(last) else "fact"
 
 
 def _main_clause(sentence: str) -> str | None:
