@@ -25,6 +25,11 @@ the first line is the run's metadata), from which ``bench/results_tables.py`` bu
 tables in bench/README.md. Run it alone: the local model needs both cores.
 
     python bench/bench_reader.py --split dev --llm heuristic local --modes guided
+
+``--ids`` runs only the given questions of the split (records ``…-subset``);
+``--kind-from-labels`` gives the reader each question's ``answer_type`` label as its answer
+kind (records ``…-labelkinds``): what the reader does with a perfect
+:func:`~sleuth.agents.reader.answer_kind`.
 """
 
 from __future__ import annotations
@@ -117,6 +122,27 @@ def compact(record: dict[str, Any], kinds: dict[str, str]) -> dict[str, Any]:
     return row
 
 
+def read_kinds_from_labels(items: list[dict[str, Any]]) -> None:
+    """Make the reader take each labelled question's ``answer_type`` as its answer kind
+    (``--kind-from-labels``): every module that reads
+    :func:`sleuth.agents.reader.answer_kind` gets a version that returns the label of a
+    question it knows (whitespace aside) and reads any other question's form."""
+    import sleuth.agents.finish
+    import sleuth.agents.generation
+    import sleuth.agents.profile
+    from sleuth.agents import reader
+
+    labels = {
+        " ".join(i["question"].split()): i["answer_type"] for i in items if i.get("answer_type")
+    }
+
+    def labelled_kind(question: str) -> reader.AnswerKind:
+        return labels.get(" ".join(question.split())) or reader.answer_kind(question)
+
+    for module in (sleuth.agents.generation, sleuth.agents.profile, sleuth.agents.finish):
+        module.answer_kind = labelled_kind  # type: ignore[attr-defined]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", choices=("dev", "test", "all"), default="dev")
@@ -129,6 +155,13 @@ def main() -> None:
         choices=("judged", "lay"),
         default="judged",
         help="the judged set, or the dialogue first turns and held-out yes/no questions",
+    )
+    parser.add_argument("--ids", help="comma-separated question ids: only these of the split")
+    parser.add_argument(
+        "--kind-from-labels",
+        action="store_true",
+        help="the reader takes each question's answer_type label as its answer kind (the "
+        "reader's bound for a perfect answer_kind; records named ...-labelkinds)",
     )
     parser.add_argument("--data-dir", help="keep the index here (default: a temp dir)")
     parser.add_argument("--out", default=str(RESULTS), help="folder for the JSONL records")
@@ -158,6 +191,11 @@ def main() -> None:
             lay = load_jsonl(questions, statute_paths(ACTS_3))
         dataset = replace(lay, collection=dataset.collection)
     kinds = {str(item["id"]): item.get("answer_type", "") for item in items}
+    if args.ids:
+        wanted = set(args.ids.split(","))
+        dataset = replace(dataset, questions=[q for q in dataset.questions if q.id in wanted])
+    if args.kind_from_labels:
+        read_kinds_from_labels(items)
     rev = commit()
     print_header(
         "bench_reader",
@@ -190,12 +228,16 @@ def main() -> None:
                 name = f"reader-{llm.replace(':', '_')}-{mode}-{args.split}"
                 name += "-lay" if args.set == "lay" else ""
                 name += "-norerank" if args.no_rerank else ""
+                name += "-subset" if args.ids else ""
+                name += "-labelkinds" if args.kind_from_labels else ""
                 path = out_dir / f"{name}.jsonl"
                 meta = {
                     "meta": True,
                     "llm": llm,
                     "mode": mode,
-                    "set": args.set,
+                    "set": args.set
+                    + (f", {len(dataset.questions)} ids" if args.ids else "")
+                    + (", label kinds" if args.kind_from_labels else ""),
                     "split": args.split,
                     "rerank": not args.no_rerank,
                     "prompt_cache_mb": args.prompt_cache_mb,

@@ -269,6 +269,18 @@ def test_long_reply_written_facts_first_reads_answer_first() -> None:
         "A ferry shall wait for calm water [1].",
         "- The harbour master may order it out in a storm [2].",
     ]
+    # a fact copied with the statute's line breaks stays one point
+    wrapped = draft_from_long_text(
+        "Facts:\n(1) Whoever, being a member of a crew, either singly or\njointly, sinks a "
+        "ferry commits wrecking [1].\n- (2) Wrecking is punished with a fine [1].\n"
+        "Answer: A crew member who sinks a ferry commits wrecking [1]."
+    )
+    assert wrapped is not None
+    assert wrapped.answer_text.split("\n")[1:] == [
+        "- (1) Whoever, being a member of a crew, either singly or jointly, sinks a ferry "
+        "commits wrecking [1].",
+        "- (2) Wrecking is punished with a fine [1].",
+    ]
     # "Answer:" alone on its line, the sentence below it
     below = draft_from_long_text("Facts: - A ferry waits [1].\nAnswer:\nIt waits for calm [1].")
     assert below is not None and below.answer_text.startswith("It waits for calm [1].\n- A")

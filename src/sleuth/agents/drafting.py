@@ -242,6 +242,26 @@ def _without_instruction(line: str) -> str:
 _POINT = ("-", "*", "•")
 
 
+_ENDS_SENTENCE = re.compile(r"[.!?…:;][\"')\]]*(?:\s*\[[^\[\]\n]{1,80}\])*[.;:]?\s*$")
+
+
+def _joined_lines(lines: list[str]) -> list[str]:
+    """Facts as whole sentences: a line that goes on a sentence the line before left open
+    (that line ends with no ``.``, ``!``, ``?``, ``;`` or ``:``, markers aside) joins it,
+    unless it opens a new point ("- " and a capital). A small model copying a statute keeps
+    its line breaks ("(1) Whoever, being a member of a gang, either singly or" / "jointly,
+    commits …"): each piece alone would be shown as a point of its own."""
+    out: list[str] = []
+    for line in lines:
+        body = line.lstrip("".join(_POINT) + " ")
+        opens_point = line.startswith(_POINT) and body[:1].isupper()
+        if out and not opens_point and not _ENDS_SENTENCE.search(out[-1]):
+            out[-1] = f"{out[-1]} {body}"
+        else:
+            out.append(line)
+    return out
+
+
 def _answer_first(lines: list[str]) -> list[str]:
     """A long-form reply written facts first (``Facts:`` and its points, then ``Answer:``
     and the answer sentence: the prompt ``guided_answer_long``) as the answer reads: the
@@ -261,7 +281,7 @@ def _answer_first(lines: list[str]) -> list[str]:
         if not answer and rest:  # "Answer:" alone on its line, the sentence below it
             answer, rest = rest[0].strip(), rest[1:]
         facts = facts[:at] + rest
-    facts = [line.strip() for line in facts if line.strip()]
+    facts = _joined_lines([line.strip() for line in facts if line.strip()])
     if _INSUFFICIENT.search(MARKERS.sub("", answer)):
         missing = " ".join(line.lstrip("".join(_POINT) + " ") for line in facts)
         return [f"Insufficient context: {missing}" if missing else MARKERS_ONLY_DECLINE]

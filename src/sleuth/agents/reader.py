@@ -96,7 +96,13 @@ _SEVERAL = re.compile(
     re.I,
 )
 """A wh-determiner before a plural noun and its verb ("What reasons can …", "In which
-situations does …", "What formalities must …"), or kinds of something: several items."""
+situations does …", "What formalities must …"), or kinds of something: several items.
+
+With :data:`_RULE_ASKED`, written on the judged statute set's ``dev`` labels: the form the
+generator asks in (short answer or sentences) agrees with the ``answer_type`` labels on
+0.66 → 0.91 of ``dev`` and 0.69 → 0.86 of ``test`` in-corpus questions; HotpotQA ``test``
+0.98 → 0.95 (two of 61 read long: "What actresses were involved …", "how is X … connected"),
+MuSiQue unchanged (``bench/bench_answer_kind.py``)."""
 _RULE_ASKED = re.compile(
     r"\bhow\s+(?:is|are|must|shall|may)\b|"
     r"\b(?:when|who|whom)\s+(?:can|could|may|might|must|shall|should|does|do|has\s+to|"
