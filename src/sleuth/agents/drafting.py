@@ -292,7 +292,8 @@ def _answer_first(lines: list[str]) -> list[str]:
 
 def draft_from_long_text(text: str, cut: bool = False) -> AnswerDraft | None:
     """Read a long-form answer (the answer sentence, then ``- `` points with their evidence
-    numbers): labels and fences removed, "Insufficient context: …" recognised, and the text
+    numbers; a reply written facts first is reordered so, :func:`_answer_first`): labels and
+    fences removed, "Insufficient context: …" recognised, and the text
     cut back to its last complete sentence (:func:`~sleuth.agents.reader.complete_sentences`;
     ``cut``: the model stopped at its token budget). ``None`` when nothing usable is left.
     """
