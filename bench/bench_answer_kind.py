@@ -58,13 +58,18 @@ def labelled() -> Iterator[tuple[str, str, str, bool]]:
             if not yes_no and item["question"].split()[0].lower() in OPENS_WITH_VERB:
                 continue  # yes/no in form, answered with a condition: no label
             yield "statutes", item["id"], item["question"], yes_no
+    for source, qid, question, answer in multihop():
+        yield source, qid, question, answer.strip().lower() in ("yes", "no")
+
+
+def multihop() -> Iterator[tuple[str, str, str, str]]:
+    """``(source, id, question, gold answer)`` of every HotpotQA and MuSiQue question."""
     for path, key in (
         (DATA / "hotpotqa" / "hotpotqa_train.json", "_id"),
         (DATA / "musique" / "musique_dev.json", "id"),
     ):
         for item in json.loads(path.read_text(encoding="utf-8")):
-            answer = str(item["answer"]).strip().lower()
-            yield path.parent.name, item[key], item["question"], answer in ("yes", "no")
+            yield path.parent.name, item[key], item["question"], str(item["answer"])
 
 
 def form_labelled() -> Iterator[tuple[str, str, str, bool]]:
@@ -74,12 +79,8 @@ def form_labelled() -> Iterator[tuple[str, str, str, bool]]:
         item = json.loads(line)
         if item.get("kind") != "out_of_scope" and item.get("answer_type"):
             yield "statutes", item["id"], item["question"], item["answer_type"] in LONG_KINDS
-    for path, key in (
-        (DATA / "hotpotqa" / "hotpotqa_train.json", "_id"),
-        (DATA / "musique" / "musique_dev.json", "id"),
-    ):
-        for item in json.loads(path.read_text(encoding="utf-8")):
-            yield path.parent.name, item[key], item["question"], False
+    for source, qid, question, _ in multihop():
+        yield source, qid, question, False
 
 
 def main() -> None:

@@ -242,6 +242,11 @@ def _without_instruction(line: str) -> str:
 _POINT = ("-", "*", "•")
 
 
+def _unbulleted(line: str) -> str:
+    """``line`` without the point mark (and spaces) it opens with."""
+    return line.lstrip("".join(_POINT) + " ")
+
+
 _ENDS_SENTENCE = re.compile(r"[.!?…:;][\"')\]]*(?:\s*\[[^\[\]\n]{1,80}\])*[.;:]?\s*$")
 
 
@@ -253,7 +258,7 @@ def _joined_lines(lines: list[str]) -> list[str]:
     commits …"): each piece alone would be shown as a point of its own."""
     out: list[str] = []
     for line in lines:
-        body = line.lstrip("".join(_POINT) + " ")
+        body = _unbulleted(line)
         opens_point = line.startswith(_POINT) and body[:1].isupper()
         if out and not opens_point and not _ENDS_SENTENCE.search(out[-1]):
             out[-1] = f"{out[-1]} {body}"
@@ -272,21 +277,21 @@ def _answer_first(lines: list[str]) -> list[str]:
     if not lines or _FACTS_LINE.match(lines[0]) is None:
         return lines
     facts = [_FACTS_LINE.sub(r"\1", lines[0]), *lines[1:]]
-    at = next((i for i, line in enumerate(facts) if _SHORT_LINE.match(line)), None)
+    found = next(((i, m) for i, line in enumerate(facts) if (m := _SHORT_LINE.match(line))), None)
     answer = ""
-    if at is not None:
-        label = _SHORT_LINE.match(facts[at])
-        answer = label.group(1).strip() if label else ""
+    if found is not None:
+        at, label = found
+        answer = label.group(1).strip()
         rest = [line for line in facts[at + 1 :] if line.strip()]
         if not answer and rest:  # "Answer:" alone on its line, the sentence below it
             answer, rest = rest[0].strip(), rest[1:]
         facts = facts[:at] + rest
     facts = _joined_lines([line.strip() for line in facts if line.strip()])
     if _INSUFFICIENT.search(MARKERS.sub("", answer)):
-        missing = " ".join(line.lstrip("".join(_POINT) + " ") for line in facts)
+        missing = " ".join(map(_unbulleted, facts))
         return [f"Insufficient context: {missing}" if missing else MARKERS_ONLY_DECLINE]
     if not answer:  # the first fact leads
-        answer, facts = facts[0].lstrip("".join(_POINT) + " ") if facts else "", facts[1:]
+        answer, facts = _unbulleted(facts[0]) if facts else "", facts[1:]
     return [answer, *(line if line.startswith(_POINT) else f"- {line}" for line in facts)]
 
 
