@@ -201,6 +201,24 @@ def test_an_answer_no_section_holds_is_not_dressed_in_a_quote(tmp_path) -> None:
     )
 
 
+def test_a_bare_verdict_to_a_question_that_asks_no_yes_or_no_is_not_the_answer(
+    tmp_path,
+) -> None:
+    # "No" answers no "In what city …?" question: the run never opens with a verdict
+    # there, but with what the evidence says (the extractive answer) or an honest decline
+    app = _corpus_app(tmp_path)
+    model = ScriptedChatModel([AIMessage("Facts: [1]\nAnswer: No")], repeat_last=True)
+    result, _, _ = run_guided(app, NAMED, model, llm_agents="auto")
+    answer = result.answer
+    assert answer.short_answer not in ("Yes", "No")
+    assert not answer.answer_text.startswith(("No", "Yes"))
+    if answer.is_insufficient_context:
+        assert "does not answer a question that asks no yes or no" in answer.answer_text
+    else:
+        assert "Greenwich Village" in answer.answer_text
+        assert answer.citations
+
+
 def test_react_follows_the_top_sections_links_before_the_answer_is_written(tmp_path) -> None:
     # a small model answers after one search that found only the film; the bridge step
     # follows the film's links (a visible tool round), and the answer is written from the

@@ -21,7 +21,7 @@ from sleuth.agents.finish import (
     trimmed_short_answer,
 )
 from sleuth.agents.negation import clauses, negated
-from sleuth.agents.reader import answer_kind, complete_sentences
+from sleuth.agents.reader import answer_kind, asks_yes_or_no, complete_sentences
 from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import rule_verdict
 from sleuth.eval.datasets import in_split, split_of
@@ -1223,3 +1223,22 @@ def test_a_verdict_is_put_before_a_rule_that_opens_with_no() -> None:
     short, draft = split_short_answer(AnswerDraft(answer_text=text))
     assert short is None
     assert draft.answer_text == text
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("What is the fee for mooring a houseboat overnight?", False),
+        ("A vendor sold fake lottery tickets at the pier. What's the penalty for that?", False),
+        ("Who may inspect the harbour register?", False),
+        ("Can you tell me what the mooring fee is?", False),
+        ("Is a permit needed to moor overnight? What does it cost?", True),
+        ("How long may a boat stay at the quay, and can the master ask for more time?", True),
+        ("If the harbour master refuses, may I appeal?", True),
+        ("My boat was towed. Does the owner pay the towing charge?", True),
+    ],
+)
+def test_asks_yes_or_no_finds_a_yes_or_no_part_anywhere_in_the_question(
+    question: str, asks: bool
+) -> None:
+    assert asks_yes_or_no(question) is asks

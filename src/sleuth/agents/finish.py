@@ -30,6 +30,7 @@ from sleuth.agents.reader import (
     SHORT_ANSWER_WORDS,
     AnswerKind,
     answer_kind,
+    asks_yes_or_no,
     complete_sentences,
     sentence_opening,
     without_repeats,
@@ -380,12 +381,13 @@ def _short_supported(
     question: str, short: str, answer: GeneratedAnswer | None, ctx: RunContext
 ) -> bool:
     """Whether the short answer's terms that the question does not give occur in the cited
-    sections — or, with no ``answer``, in any retrieved section (yes/no always do); numbers
-    match in digits or words (:func:`digits`). A short
+    sections — or, with no ``answer``, in any retrieved section; numbers match in digits or
+    words (:func:`digits`). A bare "Yes" or "No" is supported only when the question asks
+    yes or no (:func:`~sleuth.agents.reader.asks_yes_or_no`): it answers nothing else. A short
     answer written as a sentence ("The founder … used the name Low Ember") needs only
     its own words found ("bass", "communion"), not the question's it repeats."""
     if short.lower() in ("yes", "no"):
-        return True
+        return asks_yes_or_no(question)
     wanted = set(terms(digits(short))) - set(terms(digits(question)))
     if not wanted:
         return True
@@ -614,10 +616,14 @@ def finish_answer(
         # no retrieved section holds the short answer: the model answered from memory, and
         # the sentences around it (often quoted evidence) must not make it look cited
         instead = extractive()
+        why = (
+            f"the model's '{short}' does not answer a question that asks no yes or no"
+            if short.lower() in ("yes", "no")
+            else f"no retrieved section supports the answer the model gave ('{short}')"
+        )
         answer = instead or answer.model_copy(
             update={
-                "answer_text": "Insufficient context: no retrieved section supports the answer "
-                f"the model gave ('{short}').",
+                "answer_text": f"Insufficient context: {why}.",
                 "is_insufficient_context": True,
                 "citations": [],
                 "key_points": [],

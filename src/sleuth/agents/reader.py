@@ -146,6 +146,26 @@ def answer_kind(question: str) -> AnswerKind:
     return "explanation" if _RULE_ASKED.search(last) or _EXPLAIN.search(last) else "fact"
 
 
+_SENTENCES = re.compile(r"(?<=[.!?])\s+")
+_CONJUNCTION = re.compile(r"^\s*(?:and|but|or|so)\s+", re.I)
+
+
+def asks_yes_or_no(question: str) -> bool:
+    """Whether any part of ``question`` asks yes or no: a sentence, or a clause after a
+    comma, that opens with an auxiliary or modal verb ("Is there a deadline? What are the
+    limits?", "If he hits me, can I hit back?", "How long can he be held, and can he get
+    bail?"), a request to tell ("Can you tell me …")
+    aside. A bare "Yes" or "No" answers nothing else: "What's the fine for …?" answered
+    "No" has no answer."""
+    for sentence in _SENTENCES.split(" ".join(question.split())):
+        starts = [0, *(i + 2 for i in range(len(sentence)) if sentence.startswith(", ", i))]
+        for start in starts:
+            clause = _CONJUNCTION.sub("", sentence[start:])
+            if _YES_NO.match(clause) and not _ASKS_TO_TELL.match(clause):
+                return True
+    return False
+
+
 def _main_clause(sentence: str) -> str | None:
     """The clause of ``sentence`` that asks yes or no, from its opening auxiliary verb to the
     end; ``None`` when it asks something else. The clause is the sentence itself or follows
