@@ -150,16 +150,19 @@ _SENTENCES = re.compile(r"(?<=[.!?])\s+")
 _CONJUNCTION = re.compile(r"^\s*(?:and|but|or|so)\s+", re.I)
 
 
+def _clause_starts(sentence: str) -> list[int]:
+    """Where ``sentence``'s clauses begin: its start, and right after each ", "."""
+    return [0, *(i + 2 for i in range(len(sentence)) if sentence.startswith(", ", i))]
+
+
 def asks_yes_or_no(question: str) -> bool:
     """Whether any part of ``question`` asks yes or no: a sentence, or a clause after a
     comma, that opens with an auxiliary or modal verb ("Is there a deadline? What are the
     limits?", "If he hits me, can I hit back?", "How long can he be held, and can he get
-    bail?"), a request to tell ("Can you tell me …")
-    aside. A bare "Yes" or "No" answers nothing else: "What's the fine for …?" answered
-    "No" has no answer."""
+    bail?"), a request to tell ("Can you tell me …") aside. A bare "Yes" or "No" answers
+    nothing else: "What's the fine for …?" answered "No" has no answer."""
     for sentence in _SENTENCES.split(" ".join(question.split())):
-        starts = [0, *(i + 2 for i in range(len(sentence)) if sentence.startswith(", ", i))]
-        for start in starts:
+        for start in _clause_starts(sentence):
             clause = _CONJUNCTION.sub("", sentence[start:])
             if _YES_NO.match(clause) and not _ASKS_TO_TELL.match(clause):
                 return True
@@ -175,7 +178,7 @@ def _main_clause(sentence: str) -> str | None:
     offence, and what's the least sentence?"), when it follows a comma and holds the
     question's wh-word (:data:`_IN_SITU`), or when it is a request to tell
     (:data:`_ASKS_TO_TELL`)."""
-    starts = [0, *(i + 2 for i in range(len(sentence)) if sentence.startswith(", ", i))]
+    starts = _clause_starts(sentence)
     for start in starts:
         clause = sentence[start:]
         if _YES_NO.match(clause):
