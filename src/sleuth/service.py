@@ -47,7 +47,7 @@ from sleuth.retrieval.text import terms
 from sleuth.tools.base import RunContext, Tool, ToolRegistry
 from sleuth.tools.memory import build_memory_tools
 from sleuth.tools.rag import build_rag_tools
-from sleuth.types import MAX_QUESTION_CHARS
+from sleuth.types import question_problem
 
 if TYPE_CHECKING:
     from sleuth.llm.factory import ServerFacts
@@ -261,18 +261,14 @@ class AgentService:
         (``trace["conversation"]``).
 
         Raises:
-            UserError: empty or too long question (over :data:`MAX_QUESTION_CHARS`), unknown
-                mode or unknown collection, a thread of another collection (before any
-                event).
+            UserError: an empty, wordless or too long question
+                (:func:`~sleuth.types.question_problem`), unknown mode or unknown
+                collection, a thread of another collection (before any event).
             NotFoundError: no such thread of this user.
         """
-        if not query.strip():
-            raise UserError("the question is empty")
-        if len(query) > MAX_QUESTION_CHARS:
-            raise UserError(
-                f"the question is too long: {len(query):,} characters, at most "
-                f"{MAX_QUESTION_CHARS:,}; ask about one thing at a time"
-            )
+        problem = question_problem(query)
+        if problem is not None:
+            raise UserError(problem)
         if mode not in ("react", "guided"):
             raise UserError(f"unknown mode '{mode}': use 'react' or 'guided'")
         thread = self.thread(thread_id, user_id) if thread_id is not None else None

@@ -17,6 +17,22 @@ MAX_QUESTION_CHARS = 4000
 whole documents)."""
 
 
+def question_problem(question: str) -> str | None:
+    """Why ``question`` cannot be run, or ``None``: empty (blank), longer than
+    :data:`MAX_QUESTION_CHARS`, or without a single letter or digit in any script ("???",
+    "!!!": nothing to search for, and any section would be as good an answer as another)."""
+    if not question.strip():
+        return "the question is empty"
+    if len(question) > MAX_QUESTION_CHARS:
+        return (
+            f"the question is too long: {len(question):,} characters, at most "
+            f"{MAX_QUESTION_CHARS:,}; ask about one thing at a time"
+        )
+    if not any(ch.isalnum() for ch in question):
+        return "the question holds no words to search for (only punctuation or symbols)"
+    return None
+
+
 class Section(BaseModel):
     """One citable unit of a document, as produced by a loader.
 

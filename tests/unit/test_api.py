@@ -137,6 +137,7 @@ def test_a_bad_last_event_id_is_a_422_naming_it(client: TestClient, env: ApiEnv)
         ({"query": "   "}, "query"),
         ({"query": ""}, "query"),
         ({"query": "x" * 4001}, "query"),
+        ({"query": "?!? …"}, "query"),
         ({"collection": "../etc"}, "collection"),
         ({"mode": "fast"}, "mode"),
         ({"max_iterations": 0}, "max_iterations"),
@@ -156,7 +157,7 @@ def test_a_validators_message_is_shown_without_pydantics_prefix(
     client: TestClient, env: ApiEnv
 ) -> None:
     r = _search(client, env, query="   ")
-    assert r.json()["message"] == "query: the question is blank", r.text
+    assert r.json()["message"] == "query: the question is empty", r.text
 
 
 def test_a_body_sent_without_the_json_content_type_says_so(client: TestClient, env: ApiEnv) -> None:

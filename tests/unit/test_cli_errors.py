@@ -37,6 +37,17 @@ def test_empty_question_or_query_is_a_usage_error(args: list[str]) -> None:
     assert not data_dir().exists()
 
 
+@pytest.mark.parametrize(
+    ("question", "says"),
+    [("???", "holds no words to search for"), ("x" * 4001, "too long")],
+)
+def test_a_question_a_run_would_refuse_is_a_usage_error(question: str, says: str) -> None:
+    result = invoke("ask", question)
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr
+    assert not data_dir().exists()
+
+
 @pytest.mark.parametrize("bad", ["a/b", "../../etc", "x" * 300, "", ".", ".."])
 @pytest.mark.parametrize("command", ["ask", "search", "ingest"])
 def test_bad_collection_name_is_rejected_before_anything_is_created(

@@ -917,6 +917,10 @@ def test_a_decline_lists_only_the_gaps_the_evaluator_named() -> None:
     assert "(missing: the fee)" in text and "HC_S1, HC_S2" in text
     state.verdicts = [blank]
     assert "missing" not in _insufficient(rt, state).answer_text  # type: ignore[arg-type]
+    # nothing retrieved at all: said so, not "the closest found (none) do not cover it"
+    rt = SimpleNamespace(ranked=lambda question: [])
+    text = _insufficient(rt, state).answer_text  # type: ignore[arg-type]
+    assert text.endswith("; nothing was retrieved.") and "closest" not in text
 
 
 def test_sub_questions_of_a_question_with_a_preamble_keep_its_context(app: Sleuth) -> None:

@@ -55,6 +55,31 @@ def test_bad_requests_fail_before_any_event(tmp_path) -> None:
         service.execute_agentic_search("q", "test", mode="plan", sinks=[events.append])  # type: ignore[arg-type]
     with pytest.raises(UserError, match="question is empty"):
         service.execute_agentic_search("   ", "test", sinks=[events.append])
+    # nothing to search for: any section would be as good an "answer" as another
+    with pytest.raises(UserError, match="holds no words to search for"):
+        service.execute_agentic_search("?!? …", "test", sinks=[events.append])
     with pytest.raises(UserError, match="collection 'nope' does not exist"):
         service.execute_agentic_search("q", "nope", sinks=[events.append])
     assert events == []
+
+
+@pytest.mark.parametrize(
+    ("question", "problem"),
+    [
+        ("", "empty"),
+        (" \t", "empty"),
+        ("???", "no words"),
+        ("!!! — 👍", "no words"),
+        ("x" * 4001, "too long"),
+        ("123", None),  # a section number is something to look up
+        ("क्या पुलिस बिना वारंट गिरफ्तार कर सकती है?", None),  # words of any script
+        ("Is theft bailable?", None),
+    ],
+)
+def test_a_question_a_run_cannot_take_is_refused(question: str, problem: str | None) -> None:
+    from sleuth.types import question_problem
+
+    found = question_problem(question)
+    assert (found is None) is (problem is None)
+    if problem is not None:
+        assert problem in str(found)

@@ -112,3 +112,11 @@ def capped(answer: GeneratedAnswer, limit: int = MAX_ANSWER_CHARS) -> GeneratedA
     kept = text[:end].rstrip()
     mark = f" [truncated: {len(text) - len(kept)} of {len(text)} chars]"
     return answer.model_copy(update={"answer_text": kept + mark})
+
+
+def closest_found(source_ids: list[str]) -> str:
+    """The end of a decline that names the sections found nearest the question: "; the
+    closest found (A, B) do not cover it." — or "; nothing was retrieved." when none was."""
+    if not source_ids:
+        return "; nothing was retrieved."
+    return f"; the closest found ({', '.join(source_ids)}) do not cover it."

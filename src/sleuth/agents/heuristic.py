@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sleuth.agents.answer import AnswerDraft
+from sleuth.agents.answer import AnswerDraft, closest_found
 from sleuth.agents.multihop import run_hop_starts
 from sleuth.agents.profile import profile_of
 from sleuth.agents.question import question_terms
@@ -407,12 +407,9 @@ def compose_answer(question: str, ctx: RunContext, quoted: set[str] | None = Non
             ranked = [better, *(r for r in ranked if r is not better)]
     pair = _linked_pair(question, ranked, ctx)
     if not ranked or (ranked[0][1] <= ANSWERABLE_COVERAGE and not named and not pair):
-        closest = ", ".join(sid for sid, _ in ranked[:3]) or "none"
         return AnswerDraft(
-            answer_text=(
-                "Insufficient context: no section retrieved answers this question; the "
-                f"closest found ({closest}) do not cover it."
-            ),
+            answer_text="Insufficient context: no section retrieved answers this question"
+            + closest_found([sid for sid, _ in ranked[:3]]),
             key_points=[],
             citations=[],
             is_insufficient_context=True,

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sleuth.agents.answer import Citation, GeneratedAnswer
 from sleuth.agents.state import AgentStep
 from sleuth.store.catalog import COLLECTION_NAME_PATTERN, CollectionInfo, DocumentInfo
+from sleuth.types import question_problem
 
 COLLECTION_NAME = COLLECTION_NAME_PATTERN.pattern
 THREAD_ID = "[A-Za-z0-9_-]{1,64}"
@@ -122,8 +123,9 @@ class AgentSearchRequest(BaseModel):
     @field_validator("query")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the question is blank")
+        problem = question_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from sleuth.config import Settings, validation_messages
+from sleuth.types import question_problem
 
 if TYPE_CHECKING:
     from sleuth.app import Sleuth
@@ -99,6 +100,16 @@ def non_empty(text: str, what: str) -> str:
     if not text.strip():
         raise fail(f"the {what} is empty; give a non-empty {what}", EXIT_USAGE)
     return text
+
+
+def runnable_question(question: str) -> str:
+    """``question`` unchanged; a usage error when a run would refuse it
+    (:func:`~sleuth.types.question_problem`: blank, too long, or without a letter or digit)."""
+    non_empty(question, "question")
+    problem = question_problem(question)
+    if problem is not None:
+        raise fail(problem, EXIT_USAGE)
+    return question
 
 
 def stdout_console() -> Console:

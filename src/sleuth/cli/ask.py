@@ -80,7 +80,7 @@ def ask(
     """Ask a question: the agent's trace streams live, then the cited answer."""
     if mode not in ASK_MODES:
         raise common.fail(f"--mode must be react or guided, not '{mode}'", EXIT_USAGE)
-    common.non_empty(question, "question")
+    common.runnable_question(question)
     from sleuth.types import MAX_QUESTION_CHARS
 
     if len(question) > MAX_QUESTION_CHARS:

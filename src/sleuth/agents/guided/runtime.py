@@ -51,7 +51,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
-from sleuth.agents.answer import AnswerDraft, GeneratedAnswer
+from sleuth.agents.answer import AnswerDraft, GeneratedAnswer, closest_found
 from sleuth.agents.chained import (
     HOP_SECTIONS,
     Hop,
@@ -1008,7 +1008,6 @@ def compress(state: GuidedState, config: RunnableConfig) -> dict[str, Any]:
 
 
 def _insufficient(rt: _Run, state: GuidedState) -> AnswerDraft:
-    closest = ", ".join(rt.ranked(state.question)[:3]) or "none"
     gaps = "; ".join(
         v.missing_information.strip() for v in state.verdicts if v and v.missing_information.strip()
     )
@@ -1016,7 +1015,7 @@ def _insufficient(rt: _Run, state: GuidedState) -> AnswerDraft:
         answer_text=(
             "Insufficient context: no section retrieved answers this question"
             + (f" (missing: {gaps})" if gaps else "")
-            + f"; the closest found ({closest}) do not cover it."
+            + closest_found(rt.ranked(state.question)[:3])
         ),
         is_insufficient_context=True,
     )
