@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from sleuth.agents.llm_reasoner import LLMReasoner
 from sleuth.agents.state import AgentStepType, RunStatus
+from sleuth.errors import UserError
 from sleuth.llm.testing import ScriptedChatModel, final, tool_call
 from tests.helpers import make_app, make_document, make_service
 
@@ -304,10 +305,13 @@ def test_questions_without_searchable_terms_or_on_a_neighbouring_topic(tmp_path)
                      "capital offence shall be punished with imprisonment for life."),
     }  # fmt: skip
     service = make_service(tmp_path, sections=sections)
-    for question in ("?", "What is the capital of France?", "हत्या के लिए सजा क्या है?"):
+    for question in ("What is the capital of France?", "हत्या के लिए सजा क्या है?"):
         response = service.execute_agentic_search(question, "test")
         assert response.answer.is_insufficient_context, question
         assert response.answer.citations == [], question
+    # no word at all: refused before any run, as an empty question is
+    with pytest.raises(UserError, match="holds no words"):
+        service.execute_agentic_search("?", "test")
 
 
 def test_calls_written_as_text_run_and_a_premature_answer_beside_them_is_ignored(tmp_path):

@@ -20,7 +20,7 @@ from sleuth.agents.finish import (
     split_short_answer,
     trimmed_short_answer,
 )
-from sleuth.agents.negation import clauses, negated
+from sleuth.agents.negation import clauses, negated, prohibits
 from sleuth.agents.reader import answer_kind, asks_yes_or_no, complete_sentences
 from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import rule_verdict
@@ -368,7 +368,7 @@ def test_a_yes_that_contradicts_its_rule_is_overturned() -> None:
         answer_text="Yes. Ferries carry passengers during a storm warning [HC_S4].",
         citations=[Citation(source_id="HC_S4", number=1)],
     )
-    fixed, short, note = _rule_checked(
+    fixed, short, note, _ = _rule_checked(
         "Can a ferry carry passengers during a storm warning?", answer, "Yes", ctx, checker
     )
     assert short == "No"
@@ -457,6 +457,42 @@ def test_the_verdict_judge_reads_the_cited_section_and_needs_a_scoring_model() -
     assert same is answer and short is None and note is None
 
 
+# written for this test: a prohibition, its negation the subject of the whole rule
+LANDING = chunk(
+    "HC_S40",
+    "(1) No statement made to a harbour guard shall be proved against a ferry captain.",
+    title="Statements to harbour guards",
+)
+LANDING_Q = "Can a statement made to a harbour guard be proved against a ferry captain?"
+
+
+@pytest.mark.parametrize(
+    ("rule", "question", "said", "shipped", "asked"),
+    [
+        # the model's reading (it leans to Yes) never overturns a prohibition's No
+        (LANDING, LANDING_Q, "Yes", "No", False),
+        # a rule whose clause only contains a negation is still read by the model
+        (ABSCONDED, ABSCONDED_Q, "No", "Yes", True),
+    ],
+)
+def test_the_models_reading_does_not_overturn_a_prohibition(
+    rule: Chunk, question: str, said: str, shipped: str, asked: bool
+) -> None:
+    model = VerdictModel(2.3)  # a confident Yes: past the band that overturns a No
+    checker = SupportChecker(
+        cross_encoder=OverlapScorer(),  # type: ignore[arg-type]
+        coverage_judge=CoverageJudge(model),  # type: ignore[arg-type]
+    )
+    draft = AnswerDraft(
+        answer_text=f"{said}. {rule.text} [{rule.source_id}]", key_points=[], citations=[]
+    )
+    done = finish_answer(question, draft, ctx_with(rule), checker=checker, from_model=True)
+    assert done.answer.short_answer == shipped
+    assert done.answer.answer_text.startswith(f"{shipped}. ")
+    assert bool(model.prompts) is asked
+    assert prohibits(rule.text) is (rule is LANDING)
+
+
 def test_a_comparison_is_not_judged_on_one_section() -> None:
     model = VerdictModel(-2.0)
     checker = SupportChecker(
@@ -482,7 +518,7 @@ def test_a_confirmed_verdict_that_only_restates_the_question_gets_its_rule() -> 
     ctx = ctx_with(rule)
     checker = SupportChecker(cross_encoder=OverlapScorer())  # type: ignore[arg-type]
     answer = GeneratedAnswer(answer_text="Yes. My ferry may carry goods at night.", citations=[])
-    fixed, short, note = _rule_checked(
+    fixed, short, note, _ = _rule_checked(
         "May a ferry carry goods at night?", answer, "Yes", ctx, checker
     )
     assert short == "Yes"
@@ -502,7 +538,7 @@ def test_a_verdict_given_in_one_sentence_keeps_a_sentence_before_its_rule() -> N
     ctx = ctx_with(rule)
     checker = SupportChecker(cross_encoder=OverlapScorer())  # type: ignore[arg-type]
     answer = GeneratedAnswer(answer_text="Yes, my ferry may carry goods at night.", citations=[])
-    fixed, _, _ = _rule_checked("May a ferry carry goods at night?", answer, "Yes", ctx, checker)
+    fixed, *_ = _rule_checked("May a ferry carry goods at night?", answer, "Yes", ctx, checker)
     assert fixed.answer_text.startswith("Yes. My ferry may carry goods at night.\nA ferry")
 
 
@@ -514,7 +550,9 @@ def test_an_answer_without_a_verdict_gets_the_rules() -> None:
         answer_text="A ferry may carry goods at night with two lamps lit [HC_S9].",
         citations=[Citation(source_id="HC_S9", number=1)],
     )
-    fixed, short, _ = _rule_checked("May a ferry carry goods at night?", answer, None, ctx, checker)
+    fixed, short, *_ = _rule_checked(
+        "May a ferry carry goods at night?", answer, None, ctx, checker
+    )
     assert short == "Yes" and fixed.answer_text.startswith("Yes. A ferry may carry goods")
     assert fixed.answer_text.count("two lamps") == 1
 

@@ -17,6 +17,7 @@ from sleuth.agents.citations import (
 )
 from sleuth.agents.comparison import check_yes_no, named_entities
 from sleuth.agents.heuristic import compose_answer, named_sections
+from sleuth.agents.negation import prohibits
 from sleuth.agents.profile import profile_of
 from sleuth.agents.quantity import reread_quantity
 from sleuth.agents.question import is_multi_part
@@ -41,6 +42,7 @@ from sleuth.agents.support import SupportChecker
 from sleuth.agents.verdict import (
     JUDGED_NO_LOG_ODDS,
     JUDGED_YES_LOG_ODDS,
+    RuleVerdict,
     judged_verdict,
     rule_verdict,
 )
@@ -637,8 +639,14 @@ def finish_answer(
     if short and short.lower() in ("yes", "no") and answer_type(question, kind) == "yes/no":
         short, checked = _checked_yes_no(question, short, ctx)
     if checked is None and not answer.is_insufficient_context and kind == "yes_no":
-        answer, short, checked = _rule_checked(question, answer, short, ctx, checker)
-        answer, short, judged = _judge_checked(question, answer, short, ctx, checker)
+        answer, short, checked, rule = _rule_checked(question, answer, short, ctx, checker)
+        if rule is not None and prohibits(rule.clause):
+            # "No confession … shall be proved": the negation governs the whole rule, so its
+            # verdict is not in doubt, and the model's reading (which leans to Yes) must not
+            # overturn it
+            judged = "the model's reading not asked: the rule is a prohibition"
+        else:
+            answer, short, judged = _judge_checked(question, answer, short, ctx, checker)
         checked = "; ".join(note for note in (checked, judged) if note) or None
     if short and not answer.is_insufficient_context:
         if not _short_supported(question, short, answer, ctx):
@@ -873,9 +881,10 @@ def _rule_checked(
     short: str | None,
     ctx: RunContext,
     checker: SupportChecker | None,
-) -> tuple[GeneratedAnswer, str | None, str | None]:
+) -> tuple[GeneratedAnswer, str | None, str | None, RuleVerdict | None]:
     """A yes/no answer made to agree with the rule its evidence states
-    (:func:`~sleuth.agents.verdict.rule_verdict`): ``(answer, short answer, trace note)``.
+    (:func:`~sleuth.agents.verdict.rule_verdict`): ``(answer, short answer, trace note,
+    the rule read)``.
 
     An answer that opens with the other verdict is replaced by the verdict and the rule
     sentence, cited (its other sentences argued the overturned verdict); one that opens with
@@ -886,13 +895,13 @@ def _rule_checked(
     the rule.
     """
     if checker is None or checker.cross_encoder is None:
-        return answer, short, None
+        return answer, short, None, None
     order = [c.source_id for c in answer.citations] + list(ctx.retrieved)[:RULE_SECTIONS]
     rule = rule_verdict(
         question, ctx.retrieved, order, checker.cross_encoder, checker.cross_encoder_threshold
     )
     if rule is None:
-        return answer, short, None
+        return answer, short, None, None
     said = stated_verdict(short or answer.answer_text)
     verdict = rule.verdict.capitalize()
     quoted = f"{rule.sentence.rstrip('.;:')} [{rule.source_id}]."
@@ -901,7 +910,7 @@ def _rule_checked(
     )
     states_rule = rule.sentence[:60] in MARKERS.sub("", answer.answer_text)
     if said == rule.verdict and states_rule:
-        return answer, short, f"confirmed {rule.verdict}: {why}"
+        return answer, short, f"confirmed {rule.verdict}: {why}", rule
     if said is None or said == rule.verdict:
         # the rule the verdict rests on joins the answer, when the answer does not state it
         rest = sentence_opening(_YES_NO.sub("", answer.answer_text.strip(), count=1).strip())
@@ -935,7 +944,7 @@ def _rule_checked(
             "ungrounded_sentences": [] if overturned else answer.ungrounded_sentences,
         }
     )
-    return fixed, verdict, note
+    return fixed, verdict, note, rule
 
 
 def _judge_checked(

@@ -9,7 +9,10 @@ citation). Two general features of how statutes are drafted decide the scope:
   ``:`` and a dash (:func:`clauses`); the clause that answers alone carries the negation;
 * bounds are not negations: "not less than", "shall not be less than", "not exceeding",
   "not below the rank of" state a limit, so "not" (or "not be") before a comparative is no
-  cue (:func:`negated`).
+  cue (:func:`negated`);
+* a prohibition opens with its negation: "No confession … shall be proved", "Nothing is an
+  offence which …", "No person shall …" — the negative quantifier is the clause's subject,
+  so the negation governs all of it, and its parity is not in doubt (:func:`prohibits`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ _BOUND = re.compile(
     re.IGNORECASE,
 )
 _CLAUSE = re.compile(r"\s*[,;:\u2014]\s*|\s+--?\s+")
+NEGATIVE_QUANTIFIERS = frozenset(["no", "nothing", "none", "neither", "nobody"])
+"""Words that open a prohibition as its subject ("No person shall …", "No one shall …")."""
 MIN_CLAUSE_WORDS = 4
 """A clause shorter than this ("Save as aforesaid", "(2) Where") joins the next one."""
 
@@ -33,6 +38,17 @@ def negated(text: str) -> bool:
     """Whether ``text`` negates: an odd number of negation cues ("not", "no", "nothing",
     "never", "cannot", "n't" …), a bound ("not less than") not counted."""
     return len(_NEGATION.findall(_BOUND.sub(" ", text))) % 2 == 1
+
+
+def prohibits(clause: str) -> bool:
+    """Whether ``clause`` opens with a negative quantifier (:data:`NEGATIVE_QUANTIFIERS`),
+    after any sub-section or item marks ("(1)", "(a)"): a prohibition, whose negation governs
+    the whole clause. A clause that only contains a negation ("… and there is no immediate
+    prospect of arresting him, …") is not one."""
+    words = clause.split()
+    while words and words[0].startswith("(") and words[0].endswith(")"):
+        words = words[1:]
+    return bool(words) and words[0].lower().strip("\"'“‘") in NEGATIVE_QUANTIFIERS
 
 
 def clauses(sentence: str) -> list[str]:
