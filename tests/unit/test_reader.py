@@ -1280,3 +1280,36 @@ def test_asks_yes_or_no_finds_a_yes_or_no_part_anywhere_in_the_question(
     question: str, asks: bool
 ) -> None:
     assert asks_yes_or_no(question) is asks
+
+
+# written for this test: a section whose later sub-sections are shorter, so a score that
+# favours short sentences would read them first
+SECTION_40 = chunk(
+    "HC_S40",
+    "(1) Every ferry owner shall keep a register of the passengers carried on each crossing "
+    "of the harbour, with the names, the addresses, the ages and the ports of departure and "
+    "of arrival of all of them, and of every child travelling with them, and of the goods "
+    "each of them brings on board, in the form the harbour master sets by order from time "
+    "to time. "
+    "(2) The register shall be shown to a harbour guard on demand at any hour of the day or "
+    "of the night, at the quay or on board, and a copy of any page of it shall be given to "
+    "the guard when the guard asks for one in writing. "
+    "(3) A register shall be kept for one year.",
+    title="Registers of passengers",
+)
+
+
+def test_a_named_section_is_quoted_in_its_own_order() -> None:
+    """ "What does section 40 say?" asks what the section says: its sentences come as it
+    states them, (1) before (3), however the scores rank them — in the extractive answer and
+    in the quotes the finish step adds."""
+    from sleuth.agents.heuristic import compose_answer
+    from sleuth.agents.quotes import Quote, in_section_order, sentence_passages
+
+    ctx = ctx_with(SECTION_40, chunk("HC_S9", "A ferry may carry goods at night.", "Night"))
+    text = compose_answer("What does section 40 of the Harbour Code say?", ctx).answer_text
+    marks = [text.find(f"({n})") for n in (1, 2, 3) if f"({n})" in text]
+    assert len(marks) >= 2 and marks == sorted(marks), text
+    sentences = [s for s, _ in sentence_passages(ctx.retrieved["HC_S40"])]
+    best_first = [Quote("HC_S40", s, float(i)) for i, s in enumerate(sentences)][::-1]
+    assert [q.sentence for q in in_section_order(best_first, ctx)] == sentences

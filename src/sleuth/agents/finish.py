@@ -24,6 +24,7 @@ from sleuth.agents.question import is_multi_part
 from sleuth.agents.quotes import (
     answering_quotes,
     best_sentences,
+    in_section_order,
     sentence_passages,
     with_quotes,
 )
@@ -666,10 +667,12 @@ def finish_answer(
         and not answer.is_insufficient_context
     ):
         # a question that names sections asks what they say: the quotes come from them
-        quoted = named_sections(question, ctx) or ranked
+        named = named_sections(question, ctx)
         quotes = answering_quotes(
-            question, quoted, ctx, checker.cross_encoder, checker.coverage_threshold
+            question, named or ranked, ctx, checker.cross_encoder, checker.coverage_threshold
         )
+        if named:  # what a named section says is quoted as it stands
+            quotes = in_section_order(quotes, ctx)
         answer = with_quotes(answer, quotes, ctx)
         report.answer = answer
     # a question that asks several things has a short answer of several parts, and the

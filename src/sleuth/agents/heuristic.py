@@ -480,6 +480,12 @@ def compose_answer(question: str, ctx: RunContext, quoted: set[str] | None = Non
         picked.append((s_rank, position, sid, sentence))
         if len(picked) == MAX_SENTENCES:
             break
+    named_ids = {sid for _, _, sid, _ in picked if _is_named(sid, numbers)}
+    if named_ids:
+        # a section the question names is read as written: its sentences in the section's
+        # own order ("(1) …" before "(5) …"), in the places its best ones were picked for
+        in_order = iter(sorted((p for p in picked if p[2] in named_ids), key=lambda p: p[:2]))
+        picked = [next(in_order) if p[2] in named_ids else p for p in picked]
     if quoted is not None:
         quoted.update(" ".join(sentence.lower().split()) for _, _, _, sentence in picked)
     if not picked and repeats:  # an earlier part's sentences answer this one too

@@ -186,6 +186,21 @@ def restates(sentence: str, other: str) -> bool:
     return len(mine) >= 4 and len(mine & set(terms(other))) >= RESTATED_SHARE * len(mine)
 
 
+def in_section_order(quotes: Sequence[Quote], ctx: RunContext) -> list[Quote]:
+    """``quotes`` in the order their sentences stand in their sections (sections in the order
+    their first quote comes): a section read as written, "(1) …" before "(5) …"."""
+    firsts = list(dict.fromkeys(q.source_id for q in quotes))
+    places = {
+        (sid, said): index
+        for sid in firsts
+        for index, (said, _) in enumerate(sentence_passages(ctx.retrieved.get(sid) or []))
+    }
+    return sorted(
+        quotes,
+        key=lambda q: (firsts.index(q.source_id), places.get((q.source_id, q.sentence), 0)),
+    )
+
+
 def with_quotes(
     answer: GeneratedAnswer, quotes: Sequence[Quote], ctx: RunContext
 ) -> GeneratedAnswer:
