@@ -399,6 +399,8 @@ def test_heuristic_verdict_thresholds_and_missing_terms() -> None:
         (MURDER, []),
         (TWO_PART, ["What is the punishment for murder?", "What is theft?"]),
         ("What is murder? What is theft?", ["What is murder?", "What is theft?"]),
+        # a word and a comma that link a question to the one before are no part of it
+        ("What is murder? Also, what is theft?", ["What is murder?", "What is theft?"]),
         (
             "What is the difference between murder and culpable homicide?",
             ["What is murder?", "What is culpable homicide?"],
@@ -901,6 +903,36 @@ def test_without_a_model_a_cross_encoder_answers_with_the_sentences_it_scores_be
         max_refinements=0,
     )
     assert result.answer.is_insufficient_context
+
+
+class MurderFirstScorer:
+    """A cross-encoder double that prefers murder: a murder passage scores +4 for a question
+    about murder; a theft passage +2 for a question about theft alone, −6 beside murder."""
+
+    def logits(self, query: str, passages: list[str]) -> list[float]:
+        q = query.lower()
+        out = []
+        for p in passages:
+            if "murder" in p.lower() and "murder" in q:
+                out.append(4.0)
+            elif "theft" in p.lower() and "theft" in q:
+                out.append(-6.0 if "murder" in q else 2.0)
+            else:
+                out.append(-8.0)
+        return out
+
+
+def test_without_a_model_each_part_of_a_question_is_quoted(app: Sleuth) -> None:
+    """Scored against the whole question, the murder sentences fill every quote; each part
+    is quoted from its own best sentence, so the theft part is answered too."""
+    from sleuth.agents.support import SupportChecker
+
+    checker = SupportChecker(cross_encoder=MurderFirstScorer(), coverage_threshold=0.007)  # type: ignore[arg-type]
+    question = "What is the punishment for murder? Also, what is the punishment for theft?"
+    result, _, _ = run_guided(app, question, None, llm_agents="auto", checker=checker)
+    cited = [c.source_id for c in result.answer.citations]
+    assert "BNS_S303" in cited and any(sid in cited for sid in ("BNS_S101", "BNS_S103"))
+    assert "commits theft" in result.answer.answer_text
 
 
 def test_a_decline_lists_only_the_gaps_the_evaluator_named() -> None:

@@ -36,6 +36,9 @@ _COMPARISON_CUE = re.compile(
 _PREPOSITIONS = frozenset(
     ["for", "of", "in", "on", "to", "about", "under", "with", "against", "by", "from"]
 )
+_OPENER = re.compile(rf"^\w+,\s+(?=(?:{_QUESTION_WORDS})\b)", re.I)
+"""One word and a comma before a question's own words ("Also, what …", "Second, can …"): it
+links the question to the one before, it is not what a part asks."""
 _LEADING_QUESTION = re.compile(rf"^((?:{_QUESTION_WORDS})(?:\s+(?:{_QUESTION_WORDS}))?)\b", re.I)
 
 STYLE_WORDS = frozenset(
@@ -201,7 +204,7 @@ def split_question(question: str) -> tuple[list[str], str]:
     """
     q = " ".join(asked(question).split())
     if q.count("?") >= 2:
-        parts = [p.strip() for p in re.findall(r"[^?]+\?", q)]
+        parts = [_OPENER.sub("", p.strip()) for p in re.findall(r"[^?]+\?", q)]
         subs = [_sentence(p) for p in parts if content_terms(p)]
         return with_subject(subs), "Answer each question."
     if _AND_QUESTION.search(q):

@@ -109,7 +109,7 @@ from sleuth.agents.heuristic import (
 from sleuth.agents.multihop import MAX_DEPTH, hop_starts
 from sleuth.agents.profile import profile_of
 from sleuth.agents.question import in_context
-from sleuth.agents.quotes import answering_quotes, quoted_draft
+from sleuth.agents.quotes import QUOTES, answering_quotes, quoted_draft
 from sleuth.agents.state import AgentStep, AgentStepType, RunStatus
 from sleuth.agents.structured import StructuredResult
 from sleuth.agents.support import CROSS_ENCODER_THRESHOLD, SupportChecker
@@ -1040,6 +1040,23 @@ def _heuristic_draft(rt: _Run, state: GuidedState) -> AnswerDraft:
         quotes = answering_quotes(
             state.question, ranked, rt.ctx, checker.cross_encoder, checker.coverage_threshold
         )
+        if targets:
+            # each part is quoted from its own evidence, its best sentence first: scored
+            # against the whole question, one part's sentences can fill every place
+            per_part = [
+                answering_quotes(
+                    target,
+                    [e.source_id for e in rt.target_evidence(index, target)],
+                    rt.ctx,
+                    checker.cross_encoder,
+                    checker.coverage_threshold,
+                )[:1]
+                for index, target in enumerate(targets)
+            ]
+            firsts = [q for part in per_part for q in part]
+            said = {q.sentence for q in firsts}
+            quotes = [*firsts, *(q for q in quotes if q.sentence not in said)]
+            quotes = quotes[: max(QUOTES, len(firsts))]
         short = "" if composed.is_insufficient_context else composed.short_answer
         draft = quoted_draft(quotes, short)
         if draft is None:  # no sentence of the evidence answers the question
