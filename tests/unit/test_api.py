@@ -160,6 +160,13 @@ def test_a_validators_message_is_shown_without_pydantics_prefix(
     assert r.json()["message"] == "query: the question is empty", r.text
 
 
+def test_a_refused_long_question_is_not_echoed_back_whole(client: TestClient, env: ApiEnv) -> None:
+    r = _search(client, env, query="x" * 4001)
+    assert r.status_code == 422
+    assert len(r.text) < 1500, len(r.text)
+    assert "4,001 characters" in r.text
+
+
 def test_a_body_sent_without_the_json_content_type_says_so(client: TestClient, env: ApiEnv) -> None:
     r = client.post(
         "/agent/search",

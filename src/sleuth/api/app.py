@@ -219,11 +219,19 @@ def _all_dependencies(dependant: Any) -> list[Any]:
     return found
 
 
+ECHOED_CHARS = 200
+"""Characters of a refused string a 422 echoes back (the rest is cut, with a mark)."""
+
+
 def _json_safe(value: Any) -> Any:
     """``value`` with non-finite floats (``NaN``, ``Infinity``, ``1e400`` echoed back from a
-    request body) written as strings: strict JSON has no such numbers."""
+    request body) written as strings: strict JSON has no such numbers; and a string longer
+    than :data:`ECHOED_CHARS` cut to it (a refused 4,001-character question is not sent
+    back whole)."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, str) and len(value) > ECHOED_CHARS:
+        return f"{value[:ECHOED_CHARS]}… ({len(value):,} characters)"
     if isinstance(value, dict):
         return {k: _json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
