@@ -1040,23 +1040,29 @@ def _heuristic_draft(rt: _Run, state: GuidedState) -> AnswerDraft:
         quotes = answering_quotes(
             state.question, ranked, rt.ctx, checker.cross_encoder, checker.coverage_threshold
         )
-        if targets:
-            # each part is quoted from its own evidence, its best sentence first: scored
-            # against the whole question, one part's sentences can fill every place
-            per_part = [
-                answering_quotes(
-                    target,
-                    [e.source_id for e in rt.target_evidence(index, target)],
-                    rt.ctx,
-                    checker.cross_encoder,
-                    checker.coverage_threshold,
-                )[:1]
+        if targets and quotes:
+            # scored against the whole question, one part's sentences can fill every place:
+            # after the whole question's best sentence, each part's own best one joins when
+            # the cross-encoder calls it relevant (its decision boundary, not merely the
+            # coverage threshold: a part alone is easier to half-match)
+            firsts = [
+                part[0]
                 for index, target in enumerate(targets)
+                if (
+                    part := answering_quotes(
+                        target,
+                        [e.source_id for e in rt.target_evidence(index, target)],
+                        rt.ctx,
+                        checker.cross_encoder,
+                        max(checker.coverage_threshold, RECITE_THRESHOLD),
+                    )
+                )
             ]
-            firsts = [q for part in per_part for q in part]
-            said = {q.sentence for q in firsts}
-            quotes = [*firsts, *(q for q in quotes if q.sentence not in said)]
-            quotes = quotes[: max(QUOTES, len(firsts))]
+            lead = quotes[:1]
+            added = [q for q in firsts if q.sentence not in {x.sentence for x in lead}]
+            said = {q.sentence for q in [*lead, *added]}
+            rest = [q for q in quotes[1:] if q.sentence not in said]
+            quotes = [*lead, *added, *rest][: max(QUOTES, 1 + len(added))]
         short = "" if composed.is_insufficient_context else composed.short_answer
         draft = quoted_draft(quotes, short)
         if draft is None:  # no sentence of the evidence answers the question
