@@ -311,3 +311,31 @@ def test_qwen_15b_in_process_reads_a_yes_no_verdict_off_a_section() -> None:
         no, _ = model.first_token_log_odds(judge_messages(question, forbids), "Yes", "No")
     assert yes > no
     assert yes - no > 1.0
+
+
+def test_qwen_15b_in_process_answers_a_prohibition_no(tmp_path: Path) -> None:
+    """A yes/no question a prohibition answers: whatever the 1.5B model writes or reads (it
+    leans to Yes), the shipped verdict is the rule's No, with the rule cited."""
+    sections = {
+        "HC_S40": (
+            "Statements to harbour guards.",
+            "(1) No statement made to a harbour guard shall be proved against a ferry captain. "
+            "(2) A harbour guard may record a statement in writing.",
+        ),
+        "HC_S41": (
+            "Night sailings.",
+            "A ferry may carry passengers at night when two lamps are lit on its deck.",
+        ),
+    }  # written for this test
+    service = make_service(
+        tmp_path, sections=sections, reasoner=LLMReasoner(_local_model(), name="local")
+    )
+    question = "Can a statement made to a harbour guard be proved against a ferry captain?"
+    with testing.block_model_requests(False):
+        response = service.execute_agentic_search(
+            question, "test", mode="guided", timeout_s=300, use_memory=False
+        )
+    assert response.answer.answer_text.startswith("No."), response.answer.answer_text
+    assert "HC_S40" in [c.source_id for c in response.answer.citations]
+    check = response.trace.get("yes_no_check") or ""
+    assert "overturned to yes" not in check
