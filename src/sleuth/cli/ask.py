@@ -81,14 +81,6 @@ def ask(
     if mode not in ASK_MODES:
         raise common.fail(f"--mode must be react or guided, not '{mode}'", EXIT_USAGE)
     common.runnable_question(question)
-    from sleuth.types import MAX_QUESTION_CHARS
-
-    if len(question) > MAX_QUESTION_CHARS:
-        raise common.fail(
-            f"the question is too long: {len(question):,} characters, at most "
-            f"{MAX_QUESTION_CHARS:,}",
-            EXIT_USAGE,
-        )
     if thread is not None and new_thread:
         raise common.fail("--thread and --new-thread exclude each other", EXIT_USAGE)
     if server:
